@@ -1,0 +1,116 @@
+"""tilegate's pytest wiring: options, the platform, the one place that skips, caches, artifacts.
+
+Skips are decided here from markers and nowhere else:
+  gpu    needs a ROCm or CUDA device
+  rocm   needs a gfx942 (MI300X) device under ROCm
+  cuda   needs a CUDA device
+The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an
+error with the install command in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tilegate import REPO_ROOT
+from tilegate.builder import KernelBuilder
+from tilegate.platform import detect
+from tilegate.report import clear_isa_artifacts, isa_summary_lines
+
+NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
+_gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tilegate")
+    group.addoption("--artifacts", default=os.environ.get("TILEGATE_ARTIFACTS", str(REPO_ROOT / "artifacts")),
+                    help="folder for code objects, listings and metric snapshots (default: artifacts/)")
+    group.addoption("--tilegate-cache", default=os.environ.get("TILEGATE_CACHE", str(REPO_ROOT / ".cache" / "tilegate")),
+                    help="disk cache of lowered kernels and code objects")
+    group.addoption("--update-golden", action="store_true",
+                    help="rewrite the committed ISA golden snapshots from this run instead of comparing")
+    group.addoption("--require-gpu", action="store_true",
+                    help="fail the run unless at least one GPU test passed (GPU runners set this)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[NO_GPU_TEST_PASSED] = False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if getattr(session.config, "workerinput", None) is None:  # the controller, once per run
+        clear_isa_artifacts(Path(session.config.getoption("--artifacts")))
+
+
+def _skip_reason(item: pytest.Item) -> str | None:
+    plat = detect()
+    if item.get_closest_marker("rocm") and not (plat.kind == "rocm" and plat.arch == "gfx942"):
+        return f"no gfx942 ROCm device (have {plat.describe()}): gfx942 runtime checks need an MI300X runner"
+    if item.get_closest_marker("cuda") and plat.kind != "cuda":
+        return f"no CUDA device (have {plat.describe()})"
+    if item.get_closest_marker("gpu") and not plat.has_gpu:
+        return "no GPU: this check runs kernels or compiles for the local GPU"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    reason = _skip_reason(item)
+    if reason:
+        pytest.skip(reason)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.passed and "gpu" in report.keywords:
+        _gpu_passed.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if getattr(session.config, "workerinput", None) is not None:
+        return  # an xdist worker: the controller decides
+    if session.config.getoption("--require-gpu") and not _gpu_passed:
+        session.config.stash[NO_GPU_TEST_PASSED] = True
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if config.stash[NO_GPU_TEST_PASSED]:
+        terminalreporter.write_line(
+            f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
+    lines = isa_summary_lines(Path(config.getoption("--artifacts")))
+    if lines:
+        terminalreporter.section("gfx942 ISA summary")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def platform():
+    return detect()
+
+
+@pytest.fixture(scope="session")
+def builder(request: pytest.FixtureRequest) -> KernelBuilder:
+    """The session's compiled-kernel cache (one per xdist worker, backed by the disk cache)."""
+    return KernelBuilder(Path(request.config.getoption("--tilegate-cache")))
+
+
+@pytest.fixture
+def fresh_builder(tmp_path: Path) -> KernelBuilder:
+    """An empty cache, for tests of the cache itself."""
+    return KernelBuilder(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(request: pytest.FixtureRequest) -> Path:
+    path = Path(request.config.getoption("--artifacts"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return request.config.getoption("--update-golden")

@@ -1,0 +1,136 @@
+"""Flash-attention forward (prefill) as a pure TileLang factory.
+
+Layout [batch, seq, heads, head_dim]. Batch and both sequence lengths are dynamic, so
+one compiled kernel serves every length. With ``causal``, the diagonal is aligned
+bottom-right: query row i sits at absolute position i + (seq_k - seq_q), as SGLang's
+extend places new tokens after a cached prefix. Keys past ``seq_k`` are masked, so
+lengths that are not multiples of a block (3782) are exact.
+"""
+
+# No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
+
+import math
+
+import tilelang.language as T
+
+from tilegate.kernels.configs import TileConfig
+from tilegate.kernels.problem import AttentionShape
+
+LOG2E = 1.4426950408889634
+
+# Planted defects, for the gate's own sensitivity tests only: each is a bug the gate
+# must catch. Production callers never pass one.
+DEFECTS = ("scalar_gemm",)
+
+
+def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = None):
+    """Return the TileLang prim_func for ``shape`` tiled by ``cfg``.
+
+    Softmax statistics and the per-block Q@K^T and P@V products are fp32. The running
+    output accumulator and row sum use ``cfg.accum_dtype``: fp32 normally; fp16 only in
+    the variant that exists so the gate can prove it catches fp16 accumulation.
+    ``defect`` plants one of DEFECTS (sensitivity tests only).
+    """
+    if defect is not None and defect not in DEFECTS:
+        raise ValueError(f"unknown defect {defect!r}: known {DEFECTS}")
+    scalar_gemm = defect == "scalar_gemm"  # matrix products as plain loops: no MFMA
+    block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
+    groups, causal = shape.groups, shape.causal
+    dtype, acc = shape.dtype, cfg.accum_dtype
+    fp32 = "float32"
+    acc16 = acc != fp32
+    scale_log2 = LOG2E / math.sqrt(head_dim)  # exp(x/sqrt(d)) == exp2(x * scale_log2)
+
+    batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
+    q_layout = [batch, seq_q, shape.q_heads, head_dim]
+    kv_layout = [batch, seq_k, shape.kv_heads, head_dim]
+
+    @T.prim_func
+    def flash_fwd_kernel(
+        Q: T.Tensor(q_layout, dtype),
+        K: T.Tensor(kv_layout, dtype),
+        V: T.Tensor(kv_layout, dtype),
+        Out: T.Tensor(q_layout, dtype),
+    ):
+        with T.Kernel(T.ceildiv(seq_q, block_m), shape.q_heads, batch, threads=cfg.threads) as (bx, head, b):
+            q_tile = T.alloc_shared([block_m, head_dim], dtype)
+            k_tile = T.alloc_shared([block_n, head_dim], dtype)
+            v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            o_tile = T.alloc_shared([block_m, head_dim], dtype)
+            scores = T.alloc_fragment([block_m, block_n], fp32)
+            probs = T.alloc_fragment([block_m, block_n], dtype)
+            out_acc = T.alloc_fragment([block_m, head_dim], acc)
+            row_max = T.alloc_fragment([block_m], fp32)
+            row_max_prev = T.alloc_fragment([block_m], fp32)
+            rescale = T.alloc_fragment([block_m], fp32)
+            block_sum = T.alloc_fragment([block_m], fp32)
+            row_sum = T.alloc_fragment([block_m], acc)
+            if acc16:
+                block_out = T.alloc_fragment([block_m, head_dim], fp32)
+            if scalar_gemm:
+                p_tile = T.alloc_shared([block_m, block_n], dtype)
+
+            kv_head = head // groups
+            diagonal = seq_k - seq_q  # bottom-right causal alignment
+            T.copy(Q[b, bx * block_m : (bx + 1) * block_m, head, :], q_tile)
+            T.fill(out_acc, 0)
+            T.fill(row_sum, 0)
+            T.fill(row_max, -T.infinity(fp32))
+
+            if causal:
+                last_key = (bx + 1) * block_m + diagonal  # one past the last key the tile's last row sees
+                n_blocks = T.min(T.ceildiv(seq_k, block_n), T.ceildiv(last_key, block_n))
+            else:
+                n_blocks = T.ceildiv(seq_k, block_n)
+
+            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
+                for i, j in T.Parallel(block_m, block_n):
+                    key = kb * block_n + j
+                    if causal:
+                        visible = (key < seq_k) & (key <= bx * block_m + i + diagonal)
+                    else:
+                        visible = key < seq_k
+                    scores[i, j] = T.if_then_else(visible, 0, -T.infinity(fp32))
+                if scalar_gemm:
+                    for i, j in T.Parallel(block_m, block_n):
+                        for d in T.serial(head_dim):
+                            scores[i, j] += T.cast(q_tile[i, d], fp32) * T.cast(k_tile[j, d], fp32)
+                else:
+                    T.gemm(q_tile, k_tile, scores, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+
+                T.copy(row_max, row_max_prev)
+                T.reduce_max(scores, row_max, dim=1, clear=False)
+                for i in T.Parallel(block_m):
+                    row_max[i] = T.max(row_max[i], row_max_prev[i])
+                    rescale[i] = T.exp2((row_max_prev[i] - row_max[i]) * scale_log2)
+                for i, j in T.Parallel(block_m, block_n):
+                    scores[i, j] = T.exp2((scores[i, j] - row_max[i]) * scale_log2)
+                T.reduce_sum(scores, block_sum, dim=1)
+                for i in T.Parallel(block_m):
+                    row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]
+                T.copy(scores, probs)
+
+                T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
+                if acc16:
+                    T.clear(block_out)
+                    T.gemm(probs, v_tile, block_out, policy=T.GemmWarpPolicy.FullRow)
+                    for i, j in T.Parallel(block_m, head_dim):
+                        out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], acc) + T.cast(block_out[i, j], acc)
+                else:
+                    for i, j in T.Parallel(block_m, head_dim):
+                        out_acc[i, j] *= rescale[i]
+                    if scalar_gemm:
+                        T.copy(probs, p_tile)
+                        for i, j in T.Parallel(block_m, head_dim):
+                            for n in T.serial(block_n):
+                                out_acc[i, j] += T.cast(p_tile[i, n], fp32) * T.cast(v_tile[n, j], fp32)
+                    else:
+                        T.gemm(probs, v_tile, out_acc, policy=T.GemmWarpPolicy.FullRow)
+
+            for i, j in T.Parallel(block_m, head_dim):
+                out_acc[i, j] /= row_sum[i]
+            T.copy(out_acc, o_tile)
+            T.copy(o_tile, Out[b, bx * block_m : (bx + 1) * block_m, head, :])
+
+    return flash_fwd_kernel

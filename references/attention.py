@@ -1,0 +1,66 @@
+"""FP32/FP64 attention references in plain torch. Runs on CPU or GPU.
+
+Layout [batch, seq, heads, head_dim], as the kernels. Causal masks align bottom-right:
+query row i sits at absolute position i + (seq_k - seq_q) and sees keys 0..that
+position, as SGLang's extend puts new tokens after a cached prefix. Since seq_q <= seq_k
+is required, every row sees at least key 0: no row is ever fully masked.
+"""
+
+from __future__ import annotations
+
+import torch
+
+DEFAULT_CHUNK = 1024  # query rows per step: a 32k x 32k score matrix never exists
+
+
+def _groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(
+            f"expected q [b, sq, hq, d] and k, v [b, sk, hkv, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[2] % k.shape[2]:
+        raise ValueError(f"GQA ratio {q.shape[2]}:{k.shape[2]} does not divide")
+    if q.shape[1] > k.shape[1]:
+        raise ValueError(f"seq_q {q.shape[1]} > seq_k {k.shape[1]}: queries must be the last seq_q keys")
+    return q.shape[2] // k.shape[2]
+
+
+def _attention(q, k, v, causal: bool, scale: float | None, dtype: torch.dtype, chunk: int) -> torch.Tensor:
+    groups = _groups(q, k, v)
+    sq, sk, d = q.shape[1], k.shape[1], q.shape[3]
+    scale = d**-0.5 if scale is None else scale
+    qh = q.to(dtype).transpose(1, 2)  # [b, h, s, d]; K/V heads repeated over their query group
+    kh = k.to(dtype).transpose(1, 2).repeat_interleave(groups, dim=1)
+    vh = v.to(dtype).transpose(1, 2).repeat_interleave(groups, dim=1)
+    out = torch.empty_like(qh)
+    keys = torch.arange(sk, device=q.device)
+    for start in range(0, sq, chunk):
+        stop = min(start + chunk, sq)
+        scores = torch.matmul(qh[:, :, start:stop], kh.transpose(-1, -2)) * scale
+        if causal:
+            rows = torch.arange(start, stop, device=q.device) + (sk - sq)
+            scores = scores.masked_fill(keys[None, :] > rows[:, None], float("-inf"))
+        out[:, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vh)
+    return out.transpose(1, 2)
+
+
+def ref_attention(q, k, v, *, causal: bool, scale: float | None = None,
+                  precision: torch.dtype = torch.float32, chunk: int = DEFAULT_CHUNK) -> torch.Tensor:
+    """softmax(q k^T * scale) v, computed and returned in ``precision`` (float32 or float64).
+
+    q: [b, sq, hq, d]; k, v: [b, sk, hkv, d] with hq % hkv == 0 (GQA), sq <= sk.
+    Returns [b, sq, hq, d]. Inputs are upcast before any arithmetic; scale defaults to d^-1/2.
+    """
+    if precision not in (torch.float32, torch.float64):
+        raise ValueError("references compute in float32 or float64 only")
+    return _attention(q, k, v, causal, scale, precision, chunk)
+
+
+def ref_attention_lowp(q, k, v, *, causal: bool, chunk: int = DEFAULT_CHUNK) -> torch.Tensor:
+    """The same attention in the inputs' own dtype (fp16/bf16 matmuls and softmax).
+
+    What a plain same-precision implementation gets wrong: the numerics tier allows a
+    kernel a small multiple of this baseline's error against ``ref_attention``.
+    Shapes as ``ref_attention``; returns q.dtype.
+    """
+    return _attention(q, k, v, causal, None, q.dtype, chunk)

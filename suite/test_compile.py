@@ -1,0 +1,39 @@
+"""Compile tier: every kernel x config lowers for gfx942, and for the local GPU when there is one."""
+
+import pytest
+
+from tilegate.fixtures.compile_cases import cases
+from tilegate.kernels.configs import TARGETS
+
+GFX942_CASES = cases("gfx942")
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("case", GFX942_CASES, ids=lambda c: c.name)
+def test_lowers_for_gfx942(builder, case):
+    lowered = builder.lowered(case)
+    src = lowered.source
+    assert f"__launch_bounds__({case.cfg.threads})" in src
+    mfma = "__builtin_amdgcn_mfma_f32_16x16x16" + ("f16" if case.shape.dtype == "float16" else "bf16")
+    assert mfma in src, f"TileLang did not emit {mfma}"
+    assert 0 < lowered.lds_bytes, "TileLang reported no shared memory for a tiled kernel"
+
+
+@pytest.mark.compile
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_compiles_for_the_local_gpu(platform, head_dim):
+    import tilelang
+
+    from tilegate.fixtures.compile_cases import shapes
+    from tilegate.kernels.configs import CONFIG_TABLES
+    from tilegate.kernels.registry import KERNELS
+
+    target = platform.config_target
+    assert target is not None, f"no tile-config table for {platform.describe()}: add one to kernels/configs.py"
+    for name, factory in KERNELS.items():
+        for cfg in CONFIG_TABLES[target][head_dim]:
+            for shape in shapes(head_dim):
+                cfg.validate(TARGETS[target], shape)
+                kernel = tilelang.compile(factory(shape, cfg), out_idx=None)
+                assert kernel is not None, f"{name} {shape.name} {cfg.name}"

@@ -1,0 +1,46 @@
+"""ISA tier: each gfx942 code object is what was meant, and matches its golden snapshot."""
+
+import json
+
+import pytest
+
+from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
+from tilegate.isa_checks import check_all, rules_broken
+from tilegate.report import golden_diff, golden_path, snapshot, write_isa_artifacts
+
+GFX942_CASES = cases("gfx942")
+ACC16_CASES = fp16_accum_cases("gfx942")
+
+
+@pytest.mark.isa
+@pytest.mark.parametrize("case", GFX942_CASES, ids=lambda c: c.name)
+def test_gfx942_isa(builder, artifacts_dir, case):
+    report = builder.isa_report(case)
+    write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
+    assert check_all(report, case.shape.dtype) == []
+    assert report.occupancy.waves_per_simd > 0
+
+
+@pytest.mark.isa
+@pytest.mark.parametrize("case", ACC16_CASES, ids=lambda c: c.name)
+def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
+    report = builder.isa_report(case)
+    write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
+    assert rules_broken(check_all(report, case.shape.dtype)) == {"fp16-accumulation"}
+
+
+@pytest.mark.isa
+@pytest.mark.parametrize("case", GFX942_CASES + ACC16_CASES, ids=lambda c: c.name)
+def test_matches_golden_snapshot(builder, update_golden, case):
+    report = builder.isa_report(case)
+    toolchain = builder.code_object(case).toolchain
+    path = golden_path(case.name, toolchain.kind)
+    actual = snapshot(report)
+    if update_golden:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
+        return
+    if not path.is_file():
+        pytest.skip(f"no golden ISA snapshot for the {toolchain.kind} toolchain: record one with --update-golden")
+    diff = golden_diff(json.loads(path.read_text()), actual)
+    assert not diff, f"ISA changed against {path.name} (review, then --update-golden):\n" + "\n".join(diff)

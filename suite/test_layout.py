@@ -1,0 +1,36 @@
+"""The checkout's folders never shadow PyPI packages that SGLang imports."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tilegate import REPO_ROOT
+
+TOP_LEVEL_FOLDERS = ("kernels", "references", "fixtures", "suite")
+
+
+@pytest.mark.parametrize("folder", TOP_LEVEL_FOLDERS)
+def test_top_level_folder_is_not_a_regular_package(folder):
+    # Symptom: `import kernels` inside SGLang resolved to this repo's kernels/.
+    # Fix: no __init__.py at the top level; the folders are reached as tilegate.<folder>.
+    assert (REPO_ROOT / folder).is_dir()
+    assert not (REPO_ROOT / folder / "__init__.py").exists()
+
+
+def _import_from_checkout(code: str) -> str:
+    # The checkout first on sys.path, as `python -m pytest` from the repo root puts it.
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_hugging_face_kernels_is_not_shadowed():
+    where = _import_from_checkout("import kernels; from kernels import get_kernel; print(kernels.__file__)")
+    assert where and not where.startswith(str(REPO_ROOT)), where
+
+
+def test_gate_modules_import_under_the_tilegate_namespace():
+    where = _import_from_checkout("import tilegate.kernels.flash_fwd as f; print(f.__file__)")
+    assert where == str(REPO_ROOT / "kernels" / "flash_fwd.py")

@@ -1,0 +1,98 @@
+"""The references are checked before they judge anything: chunking, precision, masking, GQA."""
+
+import pytest
+import torch
+
+from tilegate.references.attention import ref_attention, ref_attention_lowp
+
+
+def _inputs(b=2, sq=37, sk=53, hq=8, hkv=2, d=64, dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, sq, hq, d, generator=g).to(dtype)
+    k = torch.randn(b, sk, hkv, d, generator=g).to(dtype)
+    v = torch.randn(b, sk, hkv, d, generator=g).to(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_chunked_equals_unchunked(causal):
+    q, k, v = _inputs()
+    whole = ref_attention(q, k, v, causal=causal, chunk=10_000)
+    chunked = ref_attention(q, k, v, causal=causal, chunk=7)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fp32_reference_within_bound_of_fp64(causal):
+    # FP32 unit roundoff is 6e-8; a softmax over 53 keys and a 64-term dot product stay
+    # far inside 1e-5 absolute for O(1) inputs.
+    q, k, v = _inputs()
+    fp64 = ref_attention(q, k, v, causal=causal, precision=torch.float64)
+    fp32 = ref_attention(q, k, v, causal=causal)
+    assert fp32.dtype == torch.float32
+    assert (fp32.double() - fp64).abs().max().item() < 1e-5
+
+
+def test_fp16_baseline_is_measurably_worse_than_fp32():
+    q, k, v = _inputs()
+    fp64 = ref_attention(q, k, v, causal=True, precision=torch.float64)
+    err32 = (ref_attention(q, k, v, causal=True).double() - fp64).abs().max()
+    err16 = (ref_attention_lowp(q, k, v, causal=True).double() - fp64).abs().max()
+    assert ref_attention_lowp(q, k, v, causal=True).dtype == torch.float16
+    assert err16 > 10 * err32
+
+
+def test_causal_is_bottom_right_aligned():
+    q, k, v = _inputs(sq=5, sk=12)
+    out = ref_attention(q, k, v, causal=True, precision=torch.float64)
+    # The last query row is the last token: it sees every key, as without a mask.
+    full = ref_attention(q, k, v, causal=False, precision=torch.float64)
+    torch.testing.assert_close(out[:, -1], full[:, -1])
+    # The first query row sits at position 7: keys 8.. must not matter.
+    k2, v2 = k.clone(), v.clone()
+    k2[:, 8:], v2[:, 8:] = 100.0, -100.0
+    again = ref_attention(q, k2, v2, causal=True, precision=torch.float64)
+    torch.testing.assert_close(again[:, 0], out[:, 0])
+    assert not torch.allclose(again[:, 1], out[:, 1])  # row 1 (position 8) does see key 8
+
+
+def test_single_query_over_one_key_returns_that_value():
+    q, k, v = _inputs(sq=1, sk=1)
+    out = ref_attention(q, k, v, causal=True)
+    torch.testing.assert_close(out, v.float().repeat_interleave(4, dim=2))
+
+
+def test_gqa_equals_mha_with_repeated_kv_heads():
+    q, k, v = _inputs(hq=8, hkv=2)
+    gqa = ref_attention(q, k, v, causal=True)
+    mha = ref_attention(q, k.repeat_interleave(4, dim=2), v.repeat_interleave(4, dim=2), causal=True)
+    torch.testing.assert_close(gqa, mha, rtol=0, atol=0)
+
+
+def test_matches_torch_sdpa():
+    q, k, v = _inputs(sq=53, sk=53, hq=4, hkv=4)
+    ours = ref_attention(q, k, v, causal=True, precision=torch.float64)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q.double().transpose(1, 2), k.double().transpose(1, 2), v.double().transpose(1, 2), is_causal=True).transpose(1, 2)
+    torch.testing.assert_close(ours, sdpa)
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (((1, 4, 8, 64), (1, 4, 3, 64)), "GQA ratio 8:3"),
+    (((1, 9, 8, 64), (1, 4, 2, 64)), "seq_q 9 > seq_k 4"),
+    (((1, 4, 8, 64), (1, 4, 2, 32)), "expected q"),
+])
+def test_bad_inputs_raise(shapes, message):
+    qs, ks = shapes
+    with pytest.raises(ValueError, match=message):
+        ref_attention(torch.zeros(qs), torch.zeros(ks), torch.zeros(ks), causal=True)
+
+
+def test_32k_never_builds_a_full_score_matrix(monkeypatch):
+    # Every matmul the reference makes is bounded by chunk x seq_k, never seq_q x seq_k.
+    seen = []
+    real = torch.matmul
+    monkeypatch.setattr(torch, "matmul", lambda a, b: seen.append(a.shape[-2] * b.shape[-1]) or real(a, b))
+    q, k, v = _inputs(b=1, sq=4096, sk=4096, hq=1, hkv=1, d=16, dtype=torch.float32)
+    ref_attention(q, k, v, causal=True, chunk=512)
+    assert max(seen) <= 512 * 4096

@@ -1,0 +1,95 @@
+"""The ISA gate's rules. Each returns the ways a code object breaks it; empty means pass.
+
+The same functions judge the real configs and the planted bad kernels, so a test that
+shows a planted spill being flagged also shows the real configs' check can fail.
+"""
+
+from __future__ import annotations
+
+from tilegate.isa import LDS_PER_CU, IsaReport
+from tilegate.toolchain import GFX942_TARGET_ID
+
+# Code object versions an MI300X on ROCm 6.x loads (AMDGPUUsage, "Code Object V4/V5").
+LOADABLE_CODE_OBJECT_VERSIONS = (4, 5)
+# No gfx942 MFMA accumulates in fp16, so fp16 arithmetic in an attention kernel means
+# software fp16 accumulation. v_cvt_pkrtz_f16_f32 / v_cvt_f16_f32 (packing P) are fine.
+FP16_ACCUMULATION_SIGNATURE = (
+    "v_pk_fma_f16", "v_pk_add_f16", "v_pk_mul_f16", "v_fma_f16", "v_fmac_f16",
+    "v_mac_f16", "v_add_f16", "v_mul_f16", "v_fma_mixlo_f16", "v_fma_mixhi_f16",
+)
+# Sub-dword global loads: a tile load that lost its vectorisation.
+NARROW_GLOBAL_LOADS = (
+    "global_load_ubyte", "global_load_sbyte", "global_load_ushort", "global_load_sshort",
+    "global_load_short_d16", "buffer_load_ushort", "buffer_load_ubyte", "flat_load_ushort",
+)
+MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16"}
+
+
+def check_identity(r: IsaReport) -> list[str]:
+    bad = []
+    if r.target_id != f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}":
+        bad.append(f"target-id: code object targets {r.target_id!r}, MI300X loads {GFX942_TARGET_ID}")
+    for token in ("gfx942", "xnack-", "sramecc+"):
+        if token not in r.elf_flags:
+            bad.append(f"target-id: ELF flags {r.elf_flags!r} lack {token}")
+    if r.code_object_version not in LOADABLE_CODE_OBJECT_VERSIONS:
+        bad.append(f"target-id: code object v{r.code_object_version} not in loadable {LOADABLE_CODE_OBJECT_VERSIONS}")
+    if r.wavefront_size != 64:
+        bad.append(f"wavefront: {r.wavefront_size}, gfx942 runs wave64")
+    return bad
+
+
+def check_spills(r: IsaReport) -> list[str]:
+    found = {
+        "vgpr_spill_count": r.vgpr_spill_count,
+        "sgpr_spill_count": r.sgpr_spill_count,
+        "private_segment_bytes": r.private_segment_bytes,
+        "scratch instructions": r.count("scratch_"),
+        "dynamic stack": int(r.uses_dynamic_stack),
+    }
+    return [f"spill: {name} = {n}" for name, n in found.items() if n]
+
+
+def check_lds(r: IsaReport) -> list[str]:
+    if r.lds_bytes > LDS_PER_CU:
+        return [f"lds-budget: {r.lds_bytes} bytes of LDS, over the {LDS_PER_CU} per workgroup"]
+    return []
+
+
+def check_occupancy(r: IsaReport) -> list[str]:
+    occ = r.occupancy
+    if occ.workgroups_per_cu < 1:
+        return [f"occupancy: no workgroup fits on a CU (limited by {occ.limited_by}: {occ.limits})"]
+    return []
+
+
+def check_mfma(r: IsaReport, input_dtype: str) -> list[str]:
+    want = MFMA_INPUT_SUFFIX[input_dtype]
+    mfma = r.histogram("v_mfma")
+    if not mfma:
+        return ["mfma: no v_mfma instruction: the matrix products run on the vector ALU"]
+    wrong = {name: n for name, n in mfma.items() if not name.endswith(want)}
+    return [f"mfma: {name} x{n} does not take {input_dtype} inputs" for name, n in wrong.items()]
+
+
+def check_global_loads(r: IsaReport) -> list[str]:
+    bad = [f"global-load-width: {name} x{r.instructions[name]}" for name in NARROW_GLOBAL_LOADS if r.instructions[name]]
+    if not r.count("global_load_dwordx4") + r.count("buffer_load_dwordx4"):
+        bad.append("global-load-width: no 128-bit global loads")
+    return bad
+
+
+def check_fp32_accumulation(r: IsaReport) -> list[str]:
+    hits = {name: r.instructions[name] for name in FP16_ACCUMULATION_SIGNATURE if r.instructions[name]}
+    return [f"fp16-accumulation: {name} x{n}" for name, n in hits.items()]
+
+
+def check_all(r: IsaReport, input_dtype: str) -> list[str]:
+    return [
+        *check_identity(r), *check_spills(r), *check_lds(r), *check_occupancy(r),
+        *check_mfma(r, input_dtype), *check_global_loads(r), *check_fp32_accumulation(r),
+    ]
+
+
+def rules_broken(violations: list[str]) -> set[str]:
+    return {v.split(":", 1)[0] for v in violations}
