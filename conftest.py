@@ -19,7 +19,7 @@ import pytest
 from tilegate import REPO_ROOT
 from tilegate.builder import KernelBuilder
 from tilegate.platform import detect
-from tilegate.report import clear_isa_artifacts, isa_summary_lines
+from tilegate.report import clear_run_artifacts, isa_summary_lines, runtime_summary_lines
 
 NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if getattr(session.config, "workerinput", None) is None:  # the controller, once per run
-        clear_isa_artifacts(Path(session.config.getoption("--artifacts")))
+        clear_run_artifacts(Path(session.config.getoption("--artifacts")))
 
 
 def _skip_reason(item: pytest.Item) -> str | None:
@@ -80,11 +80,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if config.stash[NO_GPU_TEST_PASSED]:
         terminalreporter.write_line(
             f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
-    lines = isa_summary_lines(Path(config.getoption("--artifacts")))
-    if lines:
-        terminalreporter.section("gfx942 ISA summary")
-        for line in lines:
-            terminalreporter.write_line(line)
+    artifacts = Path(config.getoption("--artifacts"))
+    for title, lines in (("gfx942 ISA summary", isa_summary_lines(artifacts)),
+                         ("numerics, memory and drift summary", runtime_summary_lines(artifacts))):
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

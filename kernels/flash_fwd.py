@@ -20,7 +20,12 @@ LOG2E = 1.4426950408889634
 
 # Planted defects, for the gate's own sensitivity tests only: each is a bug the gate
 # must catch. Production callers never pass one.
-DEFECTS = ("scalar_gemm",)
+DEFECTS = (
+    "scalar_gemm",  # matrix products as plain loops: no MFMA (ISA tier)
+    "wrong_scale",  # softmax scale 1/sqrt(d) * 1.05 (numerics tier)
+    "causal_off_by_one",  # each query also sees the next key (numerics tier)
+    "drop_last_block",  # the last partial key block is skipped (numerics tier)
+)
 
 
 def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = None):
@@ -33,13 +38,17 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     """
     if defect is not None and defect not in DEFECTS:
         raise ValueError(f"unknown defect {defect!r}: known {DEFECTS}")
-    scalar_gemm = defect == "scalar_gemm"  # matrix products as plain loops: no MFMA
+    scalar_gemm = defect == "scalar_gemm"
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal = shape.groups, shape.causal
     dtype, acc = shape.dtype, cfg.accum_dtype
     fp32 = "float32"
     acc16 = acc != fp32
     scale_log2 = LOG2E / math.sqrt(head_dim)  # exp(x/sqrt(d)) == exp2(x * scale_log2)
+    if defect == "wrong_scale":
+        scale_log2 *= 1.05
+    sees_next_key = 1 if defect == "causal_off_by_one" else 0
+    drop_last = defect == "drop_last_block"
 
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
     q_layout = [batch, seq_q, shape.q_heads, head_dim]
@@ -77,18 +86,19 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
             T.fill(row_sum, 0)
             T.fill(row_max, -T.infinity(fp32))
 
+            key_blocks = seq_k // block_n if drop_last else T.ceildiv(seq_k, block_n)
             if causal:
-                last_key = (bx + 1) * block_m + diagonal  # one past the last key the tile's last row sees
-                n_blocks = T.min(T.ceildiv(seq_k, block_n), T.ceildiv(last_key, block_n))
+                last_key = (bx + 1) * block_m + diagonal + sees_next_key  # one past the tile's last visible key
+                n_blocks = T.min(key_blocks, T.ceildiv(last_key, block_n))
             else:
-                n_blocks = T.ceildiv(seq_k, block_n)
+                n_blocks = key_blocks
 
             for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
                 T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
                 for i, j in T.Parallel(block_m, block_n):
                     key = kb * block_n + j
                     if causal:
-                        visible = (key < seq_k) & (key <= bx * block_m + i + diagonal)
+                        visible = (key < seq_k) & (key <= bx * block_m + i + diagonal + sees_next_key)
                     else:
                         visible = key < seq_k
                     scores[i, j] = T.if_then_else(visible, 0, -T.infinity(fp32))

@@ -53,5 +53,73 @@ def isa_summary_lines(artifacts: Path) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
 
 
-def clear_isa_artifacts(artifacts: Path) -> None:
-    shutil.rmtree(artifacts / ISA_DIR, ignore_errors=True)
+def clear_run_artifacts(artifacts: Path) -> None:
+    """Records from an earlier run must not reach this run's summary."""
+    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR):
+        shutil.rmtree(artifacts / folder, ignore_errors=True)
+
+
+# --- numerics, memory and drift records: one JSON per check, summarised at the end -----
+
+NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR = "numerics", "memory", "drift"
+
+
+def _write_json(artifacts: Path, folder: str, name: str, data: dict) -> None:
+    out = artifacts / folder
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def record_numerics(artifacts: Path, name: str, dtype: str, verdict) -> None:
+    _write_json(artifacts, NUMERICS_DIR, name, {
+        "dtype": dtype, "passed": verdict.passed, "max_ratio": verdict.max_ratio, "mean_ratio": verdict.mean_ratio,
+        "max_err": verdict.kernel.max_abs, "mean_err": verdict.kernel.mean_abs,
+        "baseline_max_err": verdict.baseline.max_abs, "baseline_mean_err": verdict.baseline.mean_abs,
+    })
+
+
+def record_memory(artifacts: Path, name: str, io_bytes: int, extra_bytes: int) -> None:
+    _write_json(artifacts, MEMORY_DIR, name, {"io_bytes": io_bytes, "extra_bytes_during_call": extra_bytes})
+
+
+def write_drift(artifacts: Path, name: str, series: list) -> None:
+    from tilegate.references.drift import table_lines
+
+    _write_json(artifacts, DRIFT_DIR, name, {"series": [s.as_dict() for s in series], "table": table_lines(series)})
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for s in series:
+        ax.loglog(s.lengths, s.kernel_rel_err, "o-", label=f"{s.label} (slope {s.kernel_slope:.2f})")
+    ax.loglog(series[0].lengths, series[0].baseline_rel_err, "k--", label=f"plain torch, same dtype (slope {series[0].baseline_slope:.2f})")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("mean |out - ref| / mean |ref|")
+    ax.set_title(f"drift vs FP32 reference: {name}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(artifacts / DRIFT_DIR / f"{name}.png", dpi=110)
+    plt.close(fig)
+
+
+def runtime_summary_lines(artifacts: Path) -> list[str]:
+    lines = []
+    records = [json.loads(f.read_text()) | {"name": f.stem} for f in sorted((artifacts / NUMERICS_DIR).glob("*.json"))]
+    for dtype in sorted({r["dtype"] for r in records}):
+        rows = [r for r in records if r["dtype"] == dtype]
+        worst_max = max(rows, key=lambda r: r["max_ratio"])
+        worst_mean = max(rows, key=lambda r: r["mean_ratio"])
+        lines.append(f"numerics {dtype}: {len(rows)} checks, {sum(r['passed'] for r in rows)} within bound; "
+                     f"worst max-error ratio {worst_max['max_ratio']:.3f} ({worst_max['name']}), "
+                     f"worst mean-error ratio {worst_mean['mean_ratio']:.3f} ({worst_mean['name']})  [<= 1 passes]")
+    for f in sorted((artifacts / MEMORY_DIR).glob("*.json")):
+        m = json.loads(f.read_text())
+        lines.append(f"memory {f.stem}: inputs+output {m['io_bytes'] / 2**20:.0f} MiB, "
+                     f"allocated during the call {m['extra_bytes_during_call'] / 2**20:.2f} MiB")
+    for f in sorted((artifacts / DRIFT_DIR).glob("*.json")):
+        lines.append(f"drift {f.stem} (mean error relative to |ref|; 'x base' = ratio to plain torch in the same dtype):")
+        lines += ["  " + line for line in json.loads(f.read_text())["table"]]
+    return lines

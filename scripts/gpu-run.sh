@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU tiers on a GPU machine with no network (the H200 machine here, or any CUDA/ROCm box).
+#
+# On a machine with network, first pack TileLang for the GPU machine's Python:
+#   ../shared/device/make-site.sh .dev        (-> .dev/site312.tar.xz, Python 3.12 wheels)
+# Then, on the GPU machine, from the checkout:
+#   scripts/gpu-run.sh [pytest args]          (default: -m "numerics or drift")
+# The machine needs torch with a GPU, pytest, pytest-xdist, matplotlib (the H200 image has them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+site_tarball=${TILEGATE_SITE:-.dev/site312.tar.xz}
+if [ -f "$site_tarball" ]; then
+  mkdir -p /tmp/tilegate-site && tar -C /tmp/tilegate-site -xJf "$site_tarball"
+  export PYTHONPATH=/tmp/tilegate-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+# One xdist group per compiled kernel (--dist loadgroup): each kernel compiles once, on one worker.
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(-m "numerics or drift")
+exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-8}" --dist loadgroup --require-gpu "${args[@]}"

@@ -1,0 +1,41 @@
+"""Adversarial inputs: each generator stresses one failure mode and has its own assertion."""
+
+import pytest
+import torch
+
+from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits
+from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
+from tilegate.kernels.problem import AttentionShape
+from tilegate.suite.gpu_cases import with_configs
+from tilegate.suite.test_numerics import DEVICE, judged
+
+pytestmark = [pytest.mark.gpu, pytest.mark.numerics]
+
+
+def _cases(lengths=((127, 127), (3782, 3782), (1, 3782))):
+    return [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, dtype), q, k)
+            for dtype in ("float16", "bfloat16") for causal in (True, False) for q, k in lengths]
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_large_logits_stay_finite_and_accurate(case, cfg, artifacts_dir):
+    out, _, verdict = judged(case, cfg, *large_logits(case, DEVICE), artifacts_dir, "large_logits")
+    assert torch.isfinite(out).all()
+    assert verdict.passed, verdict.explain()
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
+    q, k, v = dominant_key(case, DEVICE)
+    out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "dominant_key")
+    v0 = v[:, 0].repeat_interleave(case.shape.groups, dim=1)  # [b, hq, d]
+    expected = v0[:, None].expand_as(out).float()
+    assert (ref - expected).abs().max() < 1e-6, "the generator no longer makes key 0 dominant"
+    torch.testing.assert_close(out.float(), expected, rtol=0, atol=torch.finfo(out.dtype).eps)
+    assert verdict.passed, verdict.explain()
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_identical_keys_average_the_visible_values(case, cfg, artifacts_dir):
+    out, ref, verdict = judged(case, cfg, *identical_keys(case, DEVICE), artifacts_dir, "identical_keys")
+    assert verdict.passed, verdict.explain()

@@ -1,0 +1,62 @@
+"""Compiling kernels for the local GPU and calling them on torch tensors.
+
+Compiled kernels are cached per (kernel, shape, config, defect) for the session; TileLang
+keeps its own disk cache underneath. Nothing here runs at import: CPU machines import it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tilegate.kernels.configs import TARGETS, TileConfig
+from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.problem import AttentionShape
+from tilegate.platform import detect
+
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _tilelang_target() -> str:
+    plat = detect()
+    if not plat.has_gpu:
+        raise RuntimeError("no GPU: kernels run on a ROCm or CUDA device only")
+    if plat.config_target is None:
+        raise RuntimeError(f"no tile-config table for {plat.describe()}")
+    return "hip" if plat.kind == "rocm" else "cuda"
+
+
+@functools.cache
+def compiled_flash_fwd(shape: AttentionShape, cfg: TileConfig, defect: str | None = None):
+    import tilelang
+
+    cfg.validate(TARGETS[detect().config_target], shape)
+    return tilelang.compile(flash_fwd(shape, cfg, defect=defect), out_idx=None, target=_tilelang_target())
+
+
+def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Reject what the kernel was not built for: never pad, truncate or cast silently."""
+    want = TORCH_DTYPES[shape.dtype]
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype != want:
+            raise ValueError(f"{name} is {t.dtype}, the kernel was built for {want}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous [batch, seq, heads, head_dim]")
+        if t.dim() != 4 or t.shape[-1] != shape.head_dim:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, want [batch, seq, heads, {shape.head_dim}]")
+    if q.shape[2] != shape.q_heads or k.shape[2] != shape.kv_heads or k.shape != v.shape:
+        raise ValueError(f"heads q {q.shape[2]}, k {k.shape[2]}, v {v.shape[2]}: kernel built for {shape.q_heads}:{shape.kv_heads}")
+    if q.shape[0] != k.shape[0]:
+        raise ValueError(f"batch {q.shape[0]} for q but {k.shape[0]} for k/v")
+    if not 1 <= q.shape[1] <= k.shape[1]:
+        raise ValueError(f"need 1 <= seq_q ({q.shape[1]}) <= seq_k ({k.shape[1]})")
+
+
+def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, defect: str | None = None):
+    """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds."""
+    check_inputs(shape, q, k, v)
+    if out is None:
+        out = torch.empty_like(q)
+    compiled_flash_fwd(shape, cfg, defect)(q, k, v, out)
+    return out
