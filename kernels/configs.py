@@ -102,6 +102,13 @@ SM90_CONFIGS = {64: _SM90_COMMON, 128: _SM90_COMMON}
 
 CONFIG_TABLES = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
+# The paged extend kernel tiles like prefill but keeps more per-request scalars live
+# (request row, context and extend lengths, start): m64n64w2 at head_dim 128 spilled SGPRs.
+EXTEND_TABLES = {
+    "gfx942": {64: GFX942_CONFIGS[64], 128: tuple(c for c in GFX942_CONFIGS[128] if c.name != "m64n64w2")},
+    "sm90": SM90_CONFIGS,
+}
+
 
 def configs_for(target: str, head_dim: int) -> tuple[TileConfig, ...]:
     table = CONFIG_TABLES[target]
@@ -113,3 +120,56 @@ def configs_for(target: str, head_dim: int) -> tuple[TileConfig, ...]:
 def fp16_accum_variant(cfg: TileConfig) -> TileConfig:
     """The same tile accumulating its output in fp16: the gate must catch this one."""
     return TileConfig(f"{cfg.name}-acc16", cfg.block_m, cfg.block_n, cfg.num_stages, cfg.threads, "float16")
+
+
+# ---- decode (one query token per request, split-KV) --------------------------------------
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    name: str
+    block_n: int  # context tokens per inner-loop step
+    threads: int
+    num_splits: int  # context chunks per request, combined afterwards in fp32 (flash-decoding)
+    num_stages: int = 1
+
+    def block_h(self, shape: AttentionShape) -> int:
+        """Query heads per workgroup: one KV head's group, padded to the 16-row MMA tile."""
+        return max(16, -(-shape.groups // 16) * 16)
+
+    def lds_estimate(self, shape: AttentionShape) -> int:
+        elem = dtype_bytes(shape.dtype)
+        return (self.block_h(shape) + 2 * max(1, self.num_stages) * self.block_n) * shape.head_dim * elem
+
+    def validate(self, target: TargetLimits, shape: AttentionShape) -> None:
+        where = f"decode config {self.name!r} on {target.name} (head_dim {shape.head_dim})"
+        if self.threads % target.wavefront or not 0 < self.threads <= target.max_threads:
+            raise ConfigError(f"{where}: threads {self.threads} is not a positive multiple of the {target.wavefront}-wide wavefront")
+        if self.block_n < 16 or self.block_n % 16:
+            raise ConfigError(f"{where}: block_n {self.block_n} is not a multiple of the 16-wide MFMA/MMA tile")
+        if self.num_splits < 1:
+            raise ConfigError(f"{where}: num_splits must be >= 1")
+        lds = self.lds_estimate(shape)
+        if lds > target.lds_bytes_per_workgroup:
+            raise ConfigError(f"{where}: needs {lds} bytes of LDS, over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup")
+
+
+# gfx942: one or two waves per KV head; 16 query rows fill the 16x16x16 MFMA tile.
+_GFX942_DECODE_D64 = (
+    DecodeConfig("n64w1s16", block_n=64, threads=64, num_splits=16),
+    DecodeConfig("n32w1s32", block_n=32, threads=64, num_splits=32),  # more splits: long contexts, few requests
+    DecodeConfig("n64w2s8", block_n=64, threads=128, num_splits=8),
+)
+_GFX942_DECODE_D128 = (
+    # n64w1s16 is not here: at head_dim 128 one wave holding a 64-key tile spilled SGPRs (ISA tier).
+    DecodeConfig("n32w1s32", block_n=32, threads=64, num_splits=32),
+    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16),
+    DecodeConfig("n64w2s8", block_n=64, threads=128, num_splits=8),
+)
+_SM90_DECODE = (
+    DecodeConfig("n64w4s16", block_n=64, threads=128, num_splits=16, num_stages=2),
+    DecodeConfig("n128w4s8", block_n=128, threads=128, num_splits=8, num_stages=2),
+)
+DECODE_TABLES = {
+    "gfx942": {64: _GFX942_DECODE_D64, 128: _GFX942_DECODE_D128},
+    "sm90": {64: _SM90_DECODE, 128: _SM90_DECODE},
+}

@@ -14,6 +14,7 @@ import math
 import tilelang.language as T
 
 from tilegate.kernels.configs import TileConfig
+from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
 from tilegate.kernels.problem import AttentionShape
 
 LOG2E = 1.4426950408889634
@@ -50,6 +51,11 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     sees_next_key = 1 if defect == "causal_off_by_one" else 0
     drop_last = defect == "drop_last_block"
 
+    policy = T.GemmWarpPolicy.FullRow
+    qk = qk_scores(scalar_gemm, policy)
+    update = softmax_update(scale_log2)
+    accumulate = accumulate_pv(acc, scalar_gemm, policy)
+
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
     q_layout = [batch, seq_q, shape.q_heads, head_dim]
     kv_layout = [batch, seq_k, shape.kv_heads, head_dim]
@@ -74,10 +80,8 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
             rescale = T.alloc_fragment([block_m], fp32)
             block_sum = T.alloc_fragment([block_m], fp32)
             row_sum = T.alloc_fragment([block_m], acc)
-            if acc16:
-                block_out = T.alloc_fragment([block_m, head_dim], fp32)
-            if scalar_gemm:
-                p_tile = T.alloc_shared([block_m, block_n], dtype)
+            block_out = T.alloc_fragment([block_m, head_dim], fp32) if acc16 else None
+            p_tile = T.alloc_shared([block_m, block_n], dtype) if scalar_gemm else None
 
             kv_head = head // groups
             diagonal = seq_k - seq_q  # bottom-right causal alignment
@@ -102,41 +106,10 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                     else:
                         visible = key < seq_k
                     scores[i, j] = T.if_then_else(visible, 0, -T.infinity(fp32))
-                if scalar_gemm:
-                    for i, j in T.Parallel(block_m, block_n):
-                        for d in T.serial(head_dim):
-                            scores[i, j] += T.cast(q_tile[i, d], fp32) * T.cast(k_tile[j, d], fp32)
-                else:
-                    T.gemm(q_tile, k_tile, scores, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-
-                T.copy(row_max, row_max_prev)
-                T.reduce_max(scores, row_max, dim=1, clear=False)
-                for i in T.Parallel(block_m):
-                    row_max[i] = T.max(row_max[i], row_max_prev[i])
-                    rescale[i] = T.exp2((row_max_prev[i] - row_max[i]) * scale_log2)
-                for i, j in T.Parallel(block_m, block_n):
-                    scores[i, j] = T.exp2((scores[i, j] - row_max[i]) * scale_log2)
-                T.reduce_sum(scores, block_sum, dim=1)
-                for i in T.Parallel(block_m):
-                    row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]
-                T.copy(scores, probs)
-
+                qk(q_tile, k_tile, scores)
+                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
                 T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
-                if acc16:
-                    T.clear(block_out)
-                    T.gemm(probs, v_tile, block_out, policy=T.GemmWarpPolicy.FullRow)
-                    for i, j in T.Parallel(block_m, head_dim):
-                        out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], acc) + T.cast(block_out[i, j], acc)
-                else:
-                    for i, j in T.Parallel(block_m, head_dim):
-                        out_acc[i, j] *= rescale[i]
-                    if scalar_gemm:
-                        T.copy(probs, p_tile)
-                        for i, j in T.Parallel(block_m, head_dim):
-                            for n in T.serial(block_n):
-                                out_acc[i, j] += T.cast(p_tile[i, n], fp32) * T.cast(v_tile[n, j], fp32)
-                    else:
-                        T.gemm(probs, v_tile, out_acc, policy=T.GemmWarpPolicy.FullRow)
+                accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
 
             for i, j in T.Parallel(block_m, head_dim):
                 out_acc[i, j] /= row_sum[i]

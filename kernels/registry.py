@@ -1,7 +1,36 @@
-"""The kernels under test, by name. The gate builds every kernel here for every config."""
+"""The kernels under test, by name, with the config tables they are built for.
 
+The compile and ISA tiers build every kernel here for every config of its table. A kernel
+states what its ISA should show: the decode combine step is a reduction (no matrix product)
+that reads fp32 partials one per thread, so it expects neither MFMA nor 128-bit loads.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
 from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
+from tilegate.kernels.paged_extend import paged_extend
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    factory: Callable
+    config_tables: dict  # target -> head_dim -> configs
+    causal_variants: tuple = (True, False)  # SGLang's extend and decode are causal only
+    uses_mfma: bool = True
+    wide_global_loads: bool = True
+    one_thread_per_dim: bool = False  # launches head_dim threads, whatever the config says
+
+    def threads(self, shape, cfg) -> int:
+        return shape.head_dim if self.one_thread_per_dim else cfg.threads
+
 
 KERNELS = {
-    "flash_fwd": flash_fwd,
+    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES),
+    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,)),
+    "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
+    "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
+                                       uses_mfma=False, wide_global_loads=False, one_thread_per_dim=True),
 }

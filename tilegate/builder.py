@@ -30,15 +30,20 @@ class KernelCase:
     shape: AttentionShape
     cfg: TileConfig
     target: str
-    factory: Callable | None = field(default=None, compare=False, repr=False)  # default: KERNELS[kernel]
+    factory: Callable | None = field(default=None, compare=False, repr=False)  # default: KERNELS[kernel].factory
 
     @property
     def name(self) -> str:
         return f"{self.kernel}-{self.shape.name}-{self.cfg.name}"
 
+    @property
+    def threads(self) -> int:
+        spec = KERNELS.get(self.kernel)
+        return spec.threads(self.shape, self.cfg) if spec else self.cfg.threads
+
     def prim_func(self):
         self.cfg.validate(TARGETS[self.target], self.shape)  # ConfigError before any compile
-        return (self.factory or KERNELS[self.kernel])(self.shape, self.cfg)
+        return (self.factory or KERNELS[self.kernel].factory)(self.shape, self.cfg)
 
 
 @dataclass(frozen=True)
@@ -79,4 +84,4 @@ class KernelBuilder:
         return self._objects[case]
 
     def isa_report(self, case: KernelCase) -> IsaReport:
-        return read_code_object(self.code_object(case), self.lowered(case).lds_bytes, case.cfg.threads)
+        return read_code_object(self.code_object(case), self.lowered(case).lds_bytes, case.threads)

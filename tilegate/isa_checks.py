@@ -84,10 +84,16 @@ def check_fp32_accumulation(r: IsaReport) -> list[str]:
     return [f"fp16-accumulation: {name} x{n}" for name, n in hits.items()]
 
 
-def check_all(r: IsaReport, input_dtype: str) -> list[str]:
+def check_all(r: IsaReport, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True) -> list[str]:
+    """Every rule. A kernel with no matrix product (a reduction) is not asked for MFMA, and one
+    that reads fp32 one element per thread is not asked for 128-bit loads; no kernel may
+    make sub-dword global loads or accumulate in fp16."""
+    narrow = check_global_loads(r)
+    if not wide_global_loads:
+        narrow = [v for v in narrow if "no 128-bit" not in v]
     return [
         *check_identity(r), *check_spills(r), *check_lds(r), *check_occupancy(r),
-        *check_mfma(r, input_dtype), *check_global_loads(r), *check_fp32_accumulation(r),
+        *(check_mfma(r, input_dtype) if uses_mfma else []), *narrow, *check_fp32_accumulation(r),
     ]
 
 

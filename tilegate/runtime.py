@@ -28,11 +28,16 @@ def _tilelang_target() -> str:
 
 
 @functools.cache
-def compiled_flash_fwd(shape: AttentionShape, cfg: TileConfig, defect: str | None = None):
+def compiled(factory, shape: AttentionShape, cfg, **options):
+    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session."""
     import tilelang
 
     cfg.validate(TARGETS[detect().config_target], shape)
-    return tilelang.compile(flash_fwd(shape, cfg, defect=defect), out_idx=None, target=_tilelang_target())
+    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=_tilelang_target())
+
+
+def compiled_flash_fwd(shape: AttentionShape, cfg: TileConfig, defect: str | None = None):
+    return compiled(flash_fwd, shape, cfg, defect=defect)
 
 
 def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

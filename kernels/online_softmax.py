@@ -1,0 +1,74 @@
+"""The online-softmax math every attention kernel here shares, as TileLang macros.
+
+A kernel loads its K and V tiles its own way (dense copy, or a gather through SGLang's
+req_to_token) and writes 0 / -inf into ``scores`` for visible / masked keys; these macros
+do the rest, identically for prefill, extend and decode:
+
+  scores += Q K^T;  running max and sum updated;  P = exp2((scores - max) * scale);
+  out = out * rescale + P V   (fp32, or fp16 in the variant the gate must catch)
+"""
+
+import tilelang.language as T
+
+FP32 = "float32"
+
+
+def qk_scores(scalar_gemm: bool, policy):
+    @T.macro
+    def qk(q_tile, k_tile, scores):
+        if scalar_gemm:  # planted defect: no MFMA
+            for i, j in T.Parallel(scores.shape[0], scores.shape[1]):
+                for d in T.serial(q_tile.shape[1]):
+                    scores[i, j] += T.cast(q_tile[i, d], FP32) * T.cast(k_tile[j, d], FP32)
+        else:
+            T.gemm(q_tile, k_tile, scores, transpose_B=True, policy=policy)
+
+    return qk
+
+
+def softmax_update(scale_log2: float):
+    """Fold one block of ``scores`` into the running statistics; leaves P in ``scores``."""
+
+    @T.macro
+    def update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
+        rows, cols = scores.shape
+        T.copy(row_max, row_max_prev)
+        T.reduce_max(scores, row_max, dim=1, clear=False)
+        for i in T.Parallel(rows):
+            row_max[i] = T.max(row_max[i], row_max_prev[i])
+            rescale[i] = T.exp2((row_max_prev[i] - row_max[i]) * scale_log2)
+        for i, j in T.Parallel(rows, cols):
+            scores[i, j] = T.exp2((scores[i, j] - row_max[i]) * scale_log2)
+        T.reduce_sum(scores, block_sum, dim=1)
+        for i in T.Parallel(rows):
+            row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]
+        T.copy(scores, probs)
+
+    return update
+
+
+def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy):
+    """out_acc = out_acc * rescale + P V. ``block_out`` (fp32) is used only when accumulating
+    in fp16, ``p_tile`` (shared) only by the scalar-gemm defect; pass None otherwise."""
+    acc16 = accum_dtype != FP32
+
+    @T.macro
+    def accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile):
+        rows, dim = out_acc.shape
+        if acc16:
+            T.clear(block_out)
+            T.gemm(probs, v_tile, block_out, policy=policy)
+            for i, j in T.Parallel(rows, dim):
+                out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], accum_dtype) + T.cast(block_out[i, j], accum_dtype)
+        else:
+            for i, j in T.Parallel(rows, dim):
+                out_acc[i, j] *= rescale[i]
+            if scalar_gemm:
+                T.copy(probs, p_tile)
+                for i, j in T.Parallel(rows, dim):
+                    for n in T.serial(probs.shape[1]):
+                        out_acc[i, j] += T.cast(p_tile[i, n], FP32) * T.cast(v_tile[n, j], FP32)
+            else:
+                T.gemm(probs, v_tile, out_acc, policy=policy)
+
+    return accumulate

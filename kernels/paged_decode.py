@@ -1,0 +1,123 @@
+"""Paged decode (flash-decoding) as two pure TileLang factories.
+
+One query token per request, at its last context position. K and V are gathered from
+SGLang's token pools through req_to_token. Each request's context is cut into
+``num_splits`` chunks processed in parallel; each writes a partial output and its
+log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32.
+"""
+
+# No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
+import math
+
+import tilelang.language as T
+
+from tilegate.kernels.configs import DecodeConfig
+from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
+from tilegate.kernels.problem import AttentionShape
+
+LOG2E = 1.4426950408889634
+FP32 = "float32"
+INDEX = "int32"
+
+
+def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scale: float | None = None):
+    """Partial attention per (request, KV head, split): O_part [b, hq, splits, d], LSE [b, hq, splits].
+    ``softmax_scale`` defaults to head_dim^-1/2."""
+    groups, head_dim, dtype = shape.groups, shape.head_dim, shape.dtype
+    block_h, block_n, splits = cfg.block_h(shape), cfg.block_n, cfg.num_splits
+    scale_log2 = LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
+    policy = T.GemmWarpPolicy.FullCol  # 16 rows: split the key / head_dim columns across waves
+    qk = qk_scores(False, policy)
+    update = softmax_update(scale_log2)
+    accumulate = accumulate_pv(FP32, False, policy)
+
+    batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
+
+    @T.prim_func
+    def paged_decode_split_kernel(
+        Q: T.Tensor([batch, shape.q_heads, head_dim], dtype),
+        K_pool: T.Tensor([pool, shape.kv_heads, head_dim], dtype),
+        V_pool: T.Tensor([pool, shape.kv_heads, head_dim], dtype),
+        req_to_token: T.Tensor([max_reqs, max_ctx], INDEX),
+        req_pool_indices: T.Tensor([batch], INDEX),
+        seq_lens: T.Tensor([batch], INDEX),
+        O_part: T.Tensor([batch, shape.q_heads, splits, head_dim], FP32),
+        LSE: T.Tensor([batch, shape.q_heads, splits], FP32),
+    ):
+        with T.Kernel(batch, shape.kv_heads, splits, threads=cfg.threads) as (b, kv_head, split):
+            q_tile = T.alloc_shared([block_h, head_dim], dtype)
+            k_tile = T.alloc_shared([block_n, head_dim], dtype)
+            v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            scores = T.alloc_fragment([block_h, block_n], FP32)
+            # P through shared memory: with the columns split across waves, every wave needs all of P.
+            probs = T.alloc_shared([block_h, block_n], dtype)
+            out_acc = T.alloc_fragment([block_h, head_dim], FP32)
+            row_max = T.alloc_fragment([block_h], FP32)
+            row_max_prev = T.alloc_fragment([block_h], FP32)
+            rescale = T.alloc_fragment([block_h], FP32)
+            block_sum = T.alloc_fragment([block_h], FP32)
+            row_sum = T.alloc_fragment([block_h], FP32)
+
+            req = req_pool_indices[b]
+            ctx = seq_lens[b]
+            chunk = T.ceildiv(ctx, splits)
+            start = split * chunk
+            stop = T.min(start + chunk, ctx)
+            n_blocks = T.ceildiv(T.max(stop - start, 0), block_n)
+
+            for h, d in T.Parallel(block_h, head_dim):  # rows past the group are padding
+                q_tile[h, d] = T.if_then_else(h < groups, Q[b, kv_head * groups + h, d], 0)
+            T.fill(out_acc, 0)
+            T.fill(row_sum, 0)
+            T.fill(row_max, -T.infinity(FP32))
+
+            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                for n, d in T.Parallel(block_n, head_dim):
+                    pos = start + kb * block_n + n
+                    k_tile[n, d] = T.if_then_else(pos < stop, K_pool[req_to_token[req, pos], kv_head, d], 0)
+                for h, n in T.Parallel(block_h, block_n):
+                    scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
+                qk(q_tile, k_tile, scores)
+                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                for n, d in T.Parallel(block_n, head_dim):
+                    pos = start + kb * block_n + n
+                    v_tile[n, d] = T.if_then_else(pos < stop, V_pool[req_to_token[req, pos], kv_head, d], 0)
+                accumulate(probs, v_tile, out_acc, rescale, None, None)
+
+            # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
+            for h, d in T.Parallel(block_h, head_dim):
+                if h < groups:
+                    O_part[b, kv_head * groups + h, split, d] = T.if_then_else(row_sum[h] > 0, out_acc[h, d] / row_sum[h], 0)
+            for h in T.Parallel(block_h):
+                if h < groups:
+                    LSE[b, kv_head * groups + h, split] = T.if_then_else(
+                        row_sum[h] > 0, T.log2(row_sum[h]) + row_max[h] * scale_log2, -T.infinity(FP32))
+
+    return paged_decode_split_kernel
+
+
+def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig):
+    """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d."""
+    head_dim, dtype, splits = shape.head_dim, shape.dtype, cfg.num_splits
+    batch = T.dynamic("batch")
+
+    @T.prim_func
+    def paged_decode_combine_kernel(
+        O_part: T.Tensor([batch, shape.q_heads, splits, head_dim], FP32),
+        LSE: T.Tensor([batch, shape.q_heads, splits], FP32),
+        Out: T.Tensor([batch, shape.q_heads, head_dim], dtype),
+    ):
+        with T.Kernel(batch, shape.q_heads, threads=head_dim) as (b, h):
+            d = T.get_thread_binding(0)
+            lse_max = T.alloc_var(FP32, init=-T.infinity(FP32))
+            weight_sum = T.alloc_var(FP32, init=0)
+            acc = T.alloc_var(FP32, init=0)
+            for s in T.serial(splits):
+                lse_max = T.max(lse_max, LSE[b, h, s])
+            for s in T.serial(splits):
+                w = T.exp2(LSE[b, h, s] - lse_max)  # split 0 is never empty, so lse_max is finite
+                weight_sum += w
+                acc += w * O_part[b, h, s, d]
+            Out[b, h, d] = T.cast(acc / weight_sum, dtype)
+
+    return paged_decode_combine_kernel

@@ -1,0 +1,109 @@
+"""Paged extend (prefill over a cached prefix) as a pure TileLang factory.
+
+SGLang's extend step: a ragged batch of requests, each with extend_lens[i] new tokens after
+seq_lens[i] - extend_lens[i] cached ones. Queries and outputs are packed back to back
+[total_tokens, heads, head_dim]; request i's start in them is extend_starts[i]. K and V of
+the whole context (new tokens included, already written by the backend) are gathered from
+the pools through req_to_token: nothing is copied to a contiguous buffer first. Causal
+masks align bottom-right within each request. The per-block math is the prefill kernel's
+(kernels/online_softmax.py).
+
+Grid: (tiles of block_m over total_tokens) x heads x requests; tiles past a request's own
+extend length run no key blocks and store nothing.
+"""
+
+# No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
+import math
+
+import tilelang.language as T
+
+from tilegate.kernels.configs import TileConfig
+from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
+from tilegate.kernels.problem import AttentionShape
+
+LOG2E = 1.4426950408889634
+FP32 = "float32"
+INDEX = "int32"
+
+
+def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None):
+    """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling)."""
+    block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
+    groups, causal, dtype = shape.groups, shape.causal, shape.dtype
+    scale_log2 = LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
+    policy = T.GemmWarpPolicy.FullRow
+    qk = qk_scores(False, policy)
+    update = softmax_update(scale_log2)
+    accumulate = accumulate_pv(FP32, False, policy)
+
+    total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
+
+    @T.prim_func
+    def paged_extend_kernel(
+        Q: T.Tensor([total, shape.q_heads, head_dim], dtype),
+        K_pool: T.Tensor([pool, shape.kv_heads, head_dim], dtype),
+        V_pool: T.Tensor([pool, shape.kv_heads, head_dim], dtype),
+        req_to_token: T.Tensor([max_reqs, max_ctx], INDEX),
+        req_pool_indices: T.Tensor([batch], INDEX),
+        seq_lens: T.Tensor([batch], INDEX),
+        extend_lens: T.Tensor([batch], INDEX),
+        extend_starts: T.Tensor([batch], INDEX),
+        Out: T.Tensor([total, shape.q_heads, head_dim], dtype),
+    ):
+        with T.Kernel(T.ceildiv(total, block_m), shape.q_heads, batch, threads=cfg.threads) as (bx, head, b):
+            q_tile = T.alloc_shared([block_m, head_dim], dtype)
+            k_tile = T.alloc_shared([block_n, head_dim], dtype)
+            v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            scores = T.alloc_fragment([block_m, block_n], FP32)
+            probs = T.alloc_fragment([block_m, block_n], dtype)
+            out_acc = T.alloc_fragment([block_m, head_dim], FP32)
+            row_max = T.alloc_fragment([block_m], FP32)
+            row_max_prev = T.alloc_fragment([block_m], FP32)
+            rescale = T.alloc_fragment([block_m], FP32)
+            block_sum = T.alloc_fragment([block_m], FP32)
+            row_sum = T.alloc_fragment([block_m], FP32)
+
+            kv_head = head // groups
+            req = req_pool_indices[b]
+            ctx = seq_lens[b]
+            n_new = extend_lens[b]
+            first = extend_starts[b]
+            prefix = ctx - n_new  # the tile's row i sits at context position prefix + bx * block_m + i
+
+            for i, d in T.Parallel(block_m, head_dim):
+                row = bx * block_m + i
+                q_tile[i, d] = T.if_then_else(row < n_new, Q[first + row, head, d], 0)
+            T.fill(out_acc, 0)
+            T.fill(row_sum, 0)
+            T.fill(row_max, -T.infinity(FP32))
+
+            if causal:
+                keys = T.min(ctx, prefix + (bx + 1) * block_m)  # one past the tile's last visible key
+            else:
+                keys = ctx
+            n_blocks = T.if_then_else(bx * block_m < n_new, T.ceildiv(keys, block_n), 0)
+
+            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                for n, d in T.Parallel(block_n, head_dim):
+                    pos = kb * block_n + n
+                    k_tile[n, d] = T.if_then_else(pos < ctx, K_pool[req_to_token[req, pos], kv_head, d], 0)
+                for i, j in T.Parallel(block_m, block_n):
+                    key = kb * block_n + j
+                    if causal:
+                        visible = (key < ctx) & (key <= prefix + bx * block_m + i)
+                    else:
+                        visible = key < ctx
+                    scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
+                qk(q_tile, k_tile, scores)
+                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                for n, d in T.Parallel(block_n, head_dim):
+                    pos = kb * block_n + n
+                    v_tile[n, d] = T.if_then_else(pos < ctx, V_pool[req_to_token[req, pos], kv_head, d], 0)
+                accumulate(probs, v_tile, out_acc, rescale, None, None)
+
+            for i, d in T.Parallel(block_m, head_dim):
+                row = bx * block_m + i
+                if row < n_new:
+                    Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], dtype)
+
+    return paged_extend_kernel
