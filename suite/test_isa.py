@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import tilelang
 
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
 from tilegate.isa_checks import check_all, rules_broken
@@ -36,13 +37,14 @@ def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
 def test_matches_golden_snapshot(builder, update_golden, case):
     report = builder.isa_report(case)
     toolchain = builder.code_object(case).toolchain
-    path = golden_path(case.name, toolchain.kind)
+    path = golden_path(case.name, toolchain.kind, tilelang.__version__)
     actual = snapshot(report)
     if update_golden:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
         return
     if not path.is_file():
-        pytest.skip(f"no golden ISA snapshot for the {toolchain.kind} toolchain: record one with --update-golden")
+        pytest.skip(f"no golden ISA snapshot for the {toolchain.kind} toolchain and TileLang {tilelang.__version__}: "
+                    "record one with --update-golden")
     diff = golden_diff(json.loads(path.read_text()), actual)
     assert not diff, f"ISA changed against {path.name} (review, then --update-golden):\n" + "\n".join(diff)

@@ -29,8 +29,9 @@ def write_isa_artifacts(name: str, obj: CodeObject, report: IsaReport, artifacts
     return path
 
 
-def golden_path(name: str, toolchain_kind: str) -> Path:
-    return GOLDEN_ROOT / toolchain_kind / f"{name}.json"
+def golden_path(name: str, toolchain_kind: str, tilelang_version: str) -> Path:
+    """Snapshots are per toolchain and per TileLang version: each emits different code."""
+    return GOLDEN_ROOT / toolchain_kind / f"tilelang-{tilelang_version}" / f"{name}.json"
 
 
 def golden_diff(expected: dict, actual: dict) -> list[str]:
@@ -55,7 +56,7 @@ def isa_summary_lines(artifacts: Path) -> list[str]:
 
 def clear_run_artifacts(artifacts: Path) -> None:
     """Records from an earlier run must not reach this run's summary."""
-    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR):
+    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR):
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 
@@ -121,5 +122,22 @@ def runtime_summary_lines(artifacts: Path) -> list[str]:
                      f"allocated during the call {m['extra_bytes_during_call'] / 2**20:.2f} MiB")
     for f in sorted((artifacts / DRIFT_DIR).glob("*.json")):
         lines.append(f"drift {f.stem} (mean error relative to |ref|; 'x base' = ratio to plain torch in the same dtype):")
+        lines += ["  " + line for line in json.loads(f.read_text())["table"]]
+    return lines
+
+
+AGREEMENT_DIR = "agreement"
+
+
+def record_agreement(artifacts: Path, name: str, results: list) -> None:
+    from tilegate.references.agreement import table_lines
+
+    _write_json(artifacts, AGREEMENT_DIR, name, {"results": [r.as_dict() for r in results], "table": table_lines(results)})
+
+
+def agreement_summary_lines(artifacts: Path) -> list[str]:
+    lines = []
+    for f in sorted((artifacts / AGREEMENT_DIR).glob("*.json")):
+        lines.append(f"{f.stem}:")
         lines += ["  " + line for line in json.loads(f.read_text())["table"]]
     return lines

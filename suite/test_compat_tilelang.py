@@ -1,0 +1,63 @@
+"""TileLang versions: the gate supports 0.1.15 (its own environment) and 0.1.12 (SGLang 0.5.23's
+pin), and checks the second from its own venv in a subprocess (tilegate/tilelang_versions.py).
+
+The module sorts before test_compile.py on purpose: its subprocess is the longest single test,
+so xdist starts it first instead of leaving it alone at the end of the run."""
+
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from tilegate import REPO_ROOT
+from tilegate import tilelang_versions as tv
+
+
+@pytest.mark.compile
+def test_running_tilelang_is_a_supported_version():
+    assert tv.RUNNING in tv.SUPPORTED, (
+        f"TileLang {tv.RUNNING} is not one the gate supports ({', '.join(tv.SUPPORTED)}): "
+        "its lowering and ISA are unchecked; install a supported one")
+
+
+def test_pyproject_admits_exactly_the_supported_versions():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = next(Requirement(d) for d in deps if Requirement(d).name == "tilelang").specifier
+    candidates = [f"0.1.{patch}" for patch in range(8, 20)]
+    assert [v for v in candidates if v in spec] == sorted(tv.SUPPORTED, key=lambda v: int(v.split(".")[-1]))
+
+
+def test_every_supported_version_has_golden_snapshots():
+    root = REPO_ROOT / "suite" / "golden" / "gfx942" / "debian-cross"
+    for version in tv.SUPPORTED:
+        assert any((root / f"tilelang-{version}").glob("*.json")), f"no golden ISA snapshots for TileLang {version}"
+
+
+def test_smoke_subset_covers_every_kernel():
+    from tilegate.kernels.registry import KERNELS
+
+    ids = tv.smoke_node_ids()
+    for kernel in KERNELS:
+        assert any(f"test_gfx942_isa[{kernel}-" in i for i in ids), kernel
+    assert any("test_fp16_accumulation_variant_is_flagged" in i for i in ids)
+
+
+@pytest.mark.compile
+@pytest.mark.isa
+@pytest.mark.tilelang_venv("0.1.12")
+def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, update_golden):
+    """The compile + ISA tiers (smoke subset; TILEGATE_TL012_SCOPE=full for all) in .venv-tl012:
+    every selected test must pass there, golden snapshots included (a missing one fails here).
+    With --update-golden, every 0.1.12 snapshot is re-recorded along with this run's."""
+    cache = Path(request.config.getoption("--tilegate-cache"))
+    result = tv.run_tiers("0.1.12", artifacts_dir / "tilelang-0.1.12", cache, update_golden=update_golden)
+    print(f"TileLang 0.1.12 tiers: {len(result.passed)} passed, {len(result.failed)} failed, "
+          f"{len(result.skipped)} skipped in {result.wall_s:.0f} s (log {result.log})")
+    problems = result.failed + [s for s in result.skipped if "no GPU" not in s and "TileLang 0.1.12 itself" not in s]
+    if result.returncode != 0 and not problems:
+        problems = [f"pytest exited {result.returncode}:\n{result.log.read_text()[-4000:]}"]
+    assert not problems, (f"under TileLang 0.1.12 ({tv.venv_python('0.1.12')}), log {result.log}:\n"
+                          + "\n".join(problems) + "\nif an ISA change is meant, re-record both versions' "
+                          "snapshots: pytest -m isa --update-golden")
+    assert result.passed, f"no test ran under TileLang 0.1.12: {result.log}"
