@@ -4,6 +4,9 @@ Skips are decided here from markers and nowhere else:
   gpu    needs a ROCm or CUDA device
   rocm   needs a gfx942 (MI300X) device under ROCm
   cuda   needs a CUDA device
+  llama3 needs --llama3-path / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
+  sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
+  tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an
 error with the install command in it.
 """
@@ -16,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tilegate import REPO_ROOT
+from tilegate import REPO_ROOT, tilelang_versions
 from tilegate.builder import KernelBuilder
 from tilegate.platform import detect
-from tilegate.report import clear_run_artifacts, isa_summary_lines, runtime_summary_lines
+from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines
 
 NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
@@ -35,6 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="rewrite the committed ISA golden snapshots from this run instead of comparing")
     group.addoption("--require-gpu", action="store_true",
                     help="fail the run unless at least one GPU test passed (GPU runners set this)")
+    group.addoption("--llama3-path", default=os.environ.get("TILEGATE_LLAMA3_PATH"),
+                    help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
+                         "(default: $TILEGATE_LLAMA3_PATH)")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"tilegate: TileLang {tilelang_versions.RUNNING} "
+            f"(supported: {', '.join(tilelang_versions.SUPPORTED)}; ISA golden snapshots per version)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,7 +65,44 @@ def _skip_reason(item: pytest.Item) -> str | None:
         return f"no CUDA device (have {plat.describe()})"
     if item.get_closest_marker("gpu") and not plat.has_gpu:
         return "no GPU: this check runs kernels or compiles for the local GPU"
+    tilelang_venv = item.get_closest_marker("tilelang_venv")
+    if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
+        return reason  # a venv that is there but broken fails the test
+    if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
+        return "no Meta-Llama-3 checkpoint: pass --llama3-path or set TILEGATE_LLAMA3_PATH"
+    if item.get_closest_marker("sglang"):
+        from tilegate.sglang_cpu import missing_reason
+
+        return missing_reason()  # only a missing venv skips; a broken one fails the tests
     return None
+
+
+def _sglang_engine_run(config: pytest.Config):
+    from tilegate.fixtures.e2e_prompts import ENGINE_SPEC
+
+    from tilegate.sglang_cpu import EngineRun
+
+    base = config._tmp_path_factory.getbasetemp()  # the tmp_path_factory fixture's own
+    # under xdist a worker's basetemp is <run>/popen-gwN: <run> is shared by the run's workers
+    root = base.parent if hasattr(config, "workerinput") else base
+    return EngineRun(root / "sglang-engines", ENGINE_SPEC)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # SGLang's engines take ~2 minutes to start on 2 cores: launch them now, in the background,
+    # when sglang tests are selected and can run, so they overlap the rest of the suite.
+    from tilegate.sglang_cpu import missing_reason
+
+    if session.config.option.collectonly:
+        return
+    if any(item.get_closest_marker("sglang") for item in session.items) and missing_reason() is None:
+        _sglang_engine_run(session.config).start()
+
+
+@pytest.fixture(scope="session")
+def sglang_engines(request: pytest.FixtureRequest) -> dict:
+    """What the SGLang runner (tilegate.sglang_cpu) reported: generations, errors, markers."""
+    return _sglang_engine_run(request.config).result()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -71,6 +119,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(session.config, "workerinput", None) is not None:
         return  # an xdist worker: the controller decides
+    _sglang_engine_run(session.config).stop_if_running()  # all workers are done with it
     if session.config.getoption("--require-gpu") and not _gpu_passed:
         session.config.stash[NO_GPU_TEST_PASSED] = True
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -82,7 +131,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
     artifacts = Path(config.getoption("--artifacts"))
     for title, lines in (("gfx942 ISA summary", isa_summary_lines(artifacts)),
-                         ("numerics, memory and drift summary", runtime_summary_lines(artifacts))):
+                         ("numerics, memory and drift summary", runtime_summary_lines(artifacts)),
+                         ("token agreement summary", agreement_summary_lines(artifacts))):
         if lines:
             terminalreporter.section(title)
             for line in lines:
