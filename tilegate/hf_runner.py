@@ -1,0 +1,41 @@
+"""Greedy generation with Hugging Face transformers, with the top-k logprobs of every step."""
+
+from __future__ import annotations
+
+import torch
+
+from tilegate.references.agreement import TOP_K, GreedyRun
+
+
+class HfRunner:
+    """A model loaded once, used as a context manager so GPU memory is released on exit."""
+
+    def __init__(self, path, dtype: torch.dtype, attn_implementation: str, device):
+        from transformers import AutoModelForCausalLM
+
+        self.device = device
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, attn_implementation=attn_implementation).to(device).eval()
+
+    def __enter__(self) -> "HfRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.model
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    @torch.inference_mode()
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, k: int = TOP_K) -> GreedyRun:
+        ids = torch.tensor([prompt_ids], device=self.device)
+        eos = self.model.generation_config.eos_token_id
+        out = self.model.generate(
+            ids, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens, do_sample=False,
+            output_logits=True, return_dict_in_generate=True, pad_token_id=eos)
+        tokens = out.sequences[0, ids.shape[1]:].tolist()
+        tops = []
+        for logits in out.logits:  # raw logits per step, before any logits processor
+            logp = torch.log_softmax(logits[0].float(), dim=-1)
+            vals, idx = logp.topk(k)
+            tops.append(dict(zip(idx.tolist(), vals.tolist())))
+        return GreedyRun(tuple(tokens), tuple(tops))
