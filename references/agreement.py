@@ -21,7 +21,7 @@ class GreedyRun:
     top_logprobs: tuple[dict[int, float], ...]  # per step: token -> logprob, the k best
 
     @classmethod
-    def from_record(cls, record: dict) -> "GreedyRun":
+    def from_record(cls, record: dict) -> GreedyRun:
         """From a JSON record {"tokens": [...], "top": [[[token, logprob], ...] per step]}
         (what tilegate.sglang_cpu writes, for SGLang's engines and for the FP32 reference)."""
         return cls(tuple(record["tokens"]), tuple({int(t): float(lp) for t, lp in step} for step in record["top"]))

@@ -15,6 +15,7 @@ import os
 import pytest
 from tilegate.fixtures.e2e_prompts import LONG_TOKENS, MAX_NEW_TOKENS, PLANTED, PROMPTS, Prompt
 from tilegate.references.agreement import GreedyRun, compare
+
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.sglang, pytest.mark.e2e]

@@ -226,8 +226,9 @@ def _start_broken(spec_name: str) -> int:
     this runs in a process of its own; its parent reads the exit code and the log."""
     from tilegate.fixtures import tiny_llama
 
+    # context 1024: the broken variants keep the random model's 2048 positions
     engine = _engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang",
-                     **ENGINE_DEFAULTS)
+                     **(ENGINE_DEFAULTS | {"context_length": 1024}))
     print("TILEGATE: engine started", flush=True)
     engine.shutdown()
     return 0
