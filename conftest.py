@@ -13,7 +13,6 @@ error with the install command in it.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 

@@ -12,7 +12,6 @@ lengths that are not multiples of a block (3782) are exact.
 import math
 
 import tilelang.language as T
-
 from tilegate.kernels.configs import TileConfig
 from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
 from tilegate.kernels.problem import AttentionShape

@@ -13,6 +13,7 @@ import math
 
 from tilegate.kernels.configs import CONFIG_TABLES
 from tilegate.kernels.problem import AttentionShape
+
 from tilegate.platform import detect
 from tilegate.runtime import flash_attention
 

@@ -10,11 +10,11 @@ check. Nothing is padded, truncated or cast silently: a mismatch raises ValueErr
 from __future__ import annotations
 
 import torch
-
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend as paged_extend_factory
 from tilegate.kernels.problem import AttentionShape
+
 from tilegate.platform import detect
 from tilegate.runtime import TORCH_DTYPES, compiled
 

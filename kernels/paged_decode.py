@@ -10,7 +10,6 @@ log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32.
 import math
 
 import tilelang.language as T
-
 from tilegate.kernels.configs import DecodeConfig
 from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
 from tilegate.kernels.problem import AttentionShape

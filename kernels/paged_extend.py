@@ -16,7 +16,6 @@ extend length run no key blocks and store nothing.
 import math
 
 import tilelang.language as T
-
 from tilegate.kernels.configs import TileConfig
 from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
 from tilegate.kernels.problem import AttentionShape

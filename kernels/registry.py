@@ -5,8 +5,8 @@ states what its ISA should show: the decode combine step is a reduction (no matr
 that reads fp32 partials one per thread, so it expects neither MFMA nor 128-bit loads.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
 from tilegate.kernels.flash_fwd import flash_fwd

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-
 from tilegate.references import tolerances as tol
 
 

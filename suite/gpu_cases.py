@@ -7,8 +7,8 @@ xdist group (run with --dist loadgroup) so each kernel compiles once per run.
 from __future__ import annotations
 
 import pytest
-
 from tilegate.kernels.configs import configs_for
+
 from tilegate.platform import detect
 
 

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape

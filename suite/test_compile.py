@@ -1,7 +1,6 @@
 """Compile tier: every kernel x config lowers for gfx942, and for the local GPU when there is one."""
 
 import pytest
-
 from tilegate.fixtures.compile_cases import cases
 from tilegate.kernels.configs import TARGETS
 from tilegate.kernels.registry import KERNELS
@@ -26,7 +25,6 @@ def test_lowers_for_gfx942(builder, case):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_compiles_for_the_local_gpu(platform, head_dim):
     import tilelang
-
     from tilegate.fixtures.compile_cases import shapes
 
     target = platform.config_target

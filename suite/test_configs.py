@@ -1,9 +1,15 @@
 """Tile configs and attention shapes: validated before anything compiles."""
 
 import pytest
-
-from tilegate.kernels.configs import (CONFIG_TABLES, GFX942, SM90, ConfigError, TileConfig, configs_for,
-                                      fp16_accum_variant)
+from tilegate.kernels.configs import (
+    CONFIG_TABLES,
+    GFX942,
+    SM90,
+    ConfigError,
+    TileConfig,
+    configs_for,
+    fp16_accum_variant,
+)
 from tilegate.kernels.problem import AttentionShape, ShapeError
 
 D128 = AttentionShape(32, 8, 128, True)

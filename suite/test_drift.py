@@ -5,7 +5,6 @@ artifacts/drift/drift.json and drift.png; the run's summary prints the table.
 """
 
 import pytest
-
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.configs import fp16_accum_variant
@@ -14,10 +13,11 @@ from tilegate.references import tolerances as tol
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.drift import DriftSeries, fp16_accumulation_flags
 from tilegate.references.metrics import errors
-from tilegate.report import write_drift
-from tilegate.runtime import flash_attention
 from tilegate.suite.gpu_cases import first_config
 from tilegate.suite.test_numerics import DEVICE
+
+from tilegate.report import write_drift
+from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.drift, pytest.mark.xdist_group("drift")]
 SHAPE = AttentionShape(*LLAMA3_8B, 128, True, "float16")

@@ -3,11 +3,11 @@ attention, in fp16 and bf16, against the same checkpoint in FP32 (transformers' 
 
 import pytest
 import torch
-
 from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
-from tilegate.hf_runner import HfRunner
 from tilegate.references.agreement import compare
+
+from tilegate.hf_runner import HfRunner
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.xdist_group("e2e-hf")]

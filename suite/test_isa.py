@@ -4,10 +4,10 @@ import json
 
 import pytest
 import tilelang
-
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
-from tilegate.isa_checks import check_all, rules_broken
 from tilegate.kernels.registry import KERNELS
+
+from tilegate.isa_checks import check_all, rules_broken
 from tilegate.report import golden_diff, golden_path, snapshot, write_isa_artifacts
 
 GFX942_CASES = cases("gfx942")

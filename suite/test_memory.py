@@ -2,15 +2,15 @@
 
 import pytest
 import torch
-
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references import tolerances as tol
-from tilegate.report import record_memory
-from tilegate.runtime import flash_attention
 from tilegate.suite.gpu_cases import with_configs
 from tilegate.suite.test_numerics import DEVICE
+
+from tilegate.report import record_memory
+from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics]
 CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, True, "float16"), 32768, 32768)]

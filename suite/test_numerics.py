@@ -2,14 +2,14 @@
 
 import pytest
 import torch
-
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import RunCase, numerics_cases
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
+from tilegate.suite.gpu_cases import with_configs
+
 from tilegate.report import record_numerics
 from tilegate.runtime import flash_attention
-from tilegate.suite.gpu_cases import with_configs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics]
 DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike

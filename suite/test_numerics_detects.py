@@ -1,15 +1,15 @@
 """The numerics tier fails kernels with planted bugs: a check that cannot fail is no check."""
 
 import pytest
-
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
-from tilegate.runtime import flash_attention
 from tilegate.suite.gpu_cases import first_config
 from tilegate.suite.test_numerics import DEVICE
+
+from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("planted")]
 # Catalog lengths with a partial last key block (129 = 2 x 64 + 1, 3782 = 59 x 64 + 6).

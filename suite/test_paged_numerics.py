@@ -6,15 +6,15 @@ Pools are NaN wherever the batch owns nothing, and req_to_token is shuffled.
 
 import pytest
 import torch
-
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES, PagedCase, paged_batch
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
 from tilegate.kernels.paged import paged_decode, paged_extend
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
-from tilegate.report import record_numerics
 from tilegate.suite.gpu_cases import local_config_target
 from tilegate.suite.test_numerics import DEVICE
+
+from tilegate.report import record_numerics
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.decode]
 

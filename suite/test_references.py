@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 
 

@@ -4,7 +4,6 @@ answering, judged against the FP32 paged reference like every numerics check."""
 
 import pytest
 import torch
-
 from tilegate.kernels.sglang_backend import TileLangAttnBackend
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend

@@ -17,7 +17,7 @@ class HfRunner:
         self.model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=dtype, attn_implementation=attn_implementation).to(device).eval()
 
-    def __enter__(self) -> "HfRunner":
+    def __enter__(self) -> HfRunner:
         return self
 
     def __exit__(self, *exc) -> None:
