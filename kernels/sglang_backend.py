@@ -244,38 +244,26 @@ class TileLangAttnBackend(AttentionBackend):
             self.token_to_kv_pool.set_kv_buffer(layer, _write_loc(forward_batch), k, v)
 
     def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
-        self._check_layer(layer)
-        self._check_mode(forward_batch, "extend")
-        self._count("extend")
-        self._write_kv(layer, forward_batch, k, v, save_kv_cache)
-        q3 = q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim)
-        out = self.ops.extend(
-            q3,
-            self.token_to_kv_pool.get_key_buffer(layer.layer_id),
-            self.token_to_kv_pool.get_value_buffer(layer.layer_id),
-            self.req_to_token_pool.req_to_token,
-            forward_batch.req_pool_indices,
-            forward_batch.seq_lens,
-            forward_batch.extend_seq_lens,
-            layer.scaling * self._scale_factor,
-        )
-        return out.reshape(q3.shape[0], layer.tp_q_head_num * layer.v_head_dim)
+        return self._forward("extend", q, k, v, layer, forward_batch, save_kv_cache)
 
     def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
+        return self._forward("decode", q, k, v, layer, forward_batch, save_kv_cache)
+
+    def _forward(self, kind: str, q, k, v, layer, forward_batch, save_kv_cache: bool):
+        """Write the new K/V into the pool, then attend over each request's whole context in it."""
         self._check_layer(layer)
-        self._check_mode(forward_batch, "decode")
-        self._count("decode")
+        self._check_mode(forward_batch, kind)
+        self._count(kind)
         self._write_kv(layer, forward_batch, k, v, save_kv_cache)
         q3 = q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim)
-        out = self.ops.decode(
-            q3,
-            self.token_to_kv_pool.get_key_buffer(layer.layer_id),
-            self.token_to_kv_pool.get_value_buffer(layer.layer_id),
-            self.req_to_token_pool.req_to_token,
-            forward_batch.req_pool_indices,
-            forward_batch.seq_lens - self._decode_len_shift,
-            layer.scaling * self._scale_factor,
-        )
+        pools = (self.token_to_kv_pool.get_key_buffer(layer.layer_id),
+                 self.token_to_kv_pool.get_value_buffer(layer.layer_id),
+                 self.req_to_token_pool.req_to_token, forward_batch.req_pool_indices)
+        scale = layer.scaling * self._scale_factor
+        if kind == "extend":
+            out = self.ops.extend(q3, *pools, forward_batch.seq_lens, forward_batch.extend_seq_lens, scale)
+        else:
+            out = self.ops.decode(q3, *pools, forward_batch.seq_lens - self._decode_len_shift, scale)
         return out.reshape(q3.shape[0], layer.tp_q_head_num * layer.v_head_dim)
 
     def support_triton(self):
