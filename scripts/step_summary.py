@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""A gate run's artifacts as GitHub-flavoured markdown, for the job's summary page.
+
+    python3 scripts/step_summary.py [ARTIFACTS] [-o FILE]
+
+ARTIFACTS is the folder a run wrote (default: artifacts/). The markdown is appended to FILE,
+else to $GITHUB_STEP_SUMMARY, else written to stdout. Each section appears only when its files
+exist; an empty folder gives one line. Never fails the job over a summary.
+
+Stdlib only, so it runs in an `if: always()` step even when set-up failed. The JSON formats are
+tilegate/report.py's; the project is not imported (tilegate.report pulls in tilelang through
+tilegate.toolchain), so the folder names below must follow report.py's ISA_DIR, NUMERICS_DIR, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ISA, NUMERICS, MEMORY, DRIFT, AGREEMENT, PERF = "isa", "numerics", "memory", "drift", "agreement", "perf"
+
+
+def records(folder: Path) -> list[tuple[str, object]]:
+    out = []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            out.append((f.stem, json.loads(f.read_text())))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{folder.name}/{f.name}: {e}") from e
+    return out
+
+
+def cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+
+
+def code_block(lines: list[str]) -> list[str]:
+    return ["```text", *lines, "```"]
+
+
+def isa_section(root: Path) -> list[str]:
+    rows = []
+    for name, m in records(root / ISA):  # report.snapshot(): IsaReport.metrics() + compiler
+        occ = m["occupancy"]
+        rows.append([f"`{name}`", m["vgpr_count"], m["agpr_count"], m["lds_bytes"], occ["workgroups_per_cu"],
+                     f"{occ['waves_per_simd']:.2f}", occ["limited_by"], sum(m["mfma"].values()),
+                     m["lds_reads"].get("ds_read_u16", 0)])
+    header = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16"]
+    return [f"### gfx942 ISA ({len(rows)} code objects)", "", *table(header, rows)] if rows else []
+
+
+def numerics_section(root: Path) -> list[str]:
+    recs = [r | {"name": n} for n, r in records(root / NUMERICS)]
+    rows = []
+    for dtype in sorted({r["dtype"] for r in recs}):
+        group = [r for r in recs if r["dtype"] == dtype]
+        worst_max = max(group, key=lambda r: r["max_ratio"])
+        worst_mean = max(group, key=lambda r: r["mean_ratio"])
+        rows.append([dtype, len(group), sum(bool(r["passed"]) for r in group),
+                     f"{worst_max['max_ratio']:.3f} (`{worst_max['name']}`)",
+                     f"{worst_mean['mean_ratio']:.3f} (`{worst_mean['name']}`)"])
+    if not rows:
+        return []
+    header = ["dtype", "checks", "within bound", "worst max-error ratio", "worst mean-error ratio"]
+    return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *table(header, rows)]
+
+
+def memory_section(root: Path) -> list[str]:
+    rows = [[f"`{n}`", f"{m['io_bytes'] / 2**20:.0f}", f"{m['extra_bytes_during_call'] / 2**20:.2f}"]
+            for n, m in records(root / MEMORY)]
+    header = ["case", "inputs+output MiB", "allocated during the call MiB"]
+    return ["### Memory", "", *table(header, rows)] if rows else []
+
+
+def run_link() -> str:
+    env = os.environ
+    if all(k in env for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")):
+        url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}#artifacts"
+        return f" in [this run's artifacts]({url})"
+    return ""
+
+
+def text_tables(root: Path, folder: str, title: str, shown: str = "") -> list[str]:
+    """drift/*.json and agreement/*.json carry their terminal table as a `table` list of lines."""
+    lines = []
+    for name, d in records(root / folder):
+        lines += [f"#### `{name}`", "", *code_block(d["table"]), ""]
+        if shown and (root / folder / f"{name}.png").exists():
+            lines += [f"Plot: `{shown}/{folder}/{name}.png`{run_link()}.", ""]
+    return [f"### {title}", "", *lines] if lines else []
+
+
+def perf_section(root: Path) -> list[str]:
+    """Format not fixed yet: a `table` list of lines is shown as is, flat records as a table."""
+    lines, rows, keys = [], [], []
+    for name, d in records(root / PERF):
+        if isinstance(d, dict) and isinstance(d.get("table"), list):
+            lines += [f"#### `{name}`", "", *code_block([str(x) for x in d["table"]]), ""]
+            continue
+        for rec in d if isinstance(d, list) else d.get("rows", [d]) if isinstance(d, dict) else []:
+            if isinstance(rec, dict):
+                flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+                keys += [k for k in flat if k not in keys]
+                rows.append((name, flat))
+    if rows:
+        lines += table(["file", *keys], [[f"`{n}`", *(r.get(k, "") for k in keys)] for n, r in rows])
+    return ["### Performance", "", *lines] if lines else []
+
+
+def render(root: Path, shown: str) -> list[str]:
+    sections = [isa_section, numerics_section, memory_section,
+                lambda r: text_tables(r, DRIFT, "Drift (mean error relative to |ref|; 'x base' = ratio to plain "
+                                      "torch in the same dtype)", shown),
+                lambda r: text_tables(r, AGREEMENT, "Token agreement (greedy, against FP32)"), perf_section]
+    body = []
+    for section in sections:
+        try:
+            body += section(root)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # one broken file hides no more
+            body += [f"> step_summary: a section was left out: `{type(e).__name__}: {e}`"]
+        if body and body[-1] != "":
+            body.append("")
+    title = f"## tilegate: {os.environ.get('GITHUB_JOB', 'gate')} artifacts"
+    if not body:
+        return [title, "", f"No artifacts in `{shown}/`: the gate wrote nothing this run.", ""]
+    return [title, "", *body]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("artifacts", nargs="?", default="artifacts", help="the run's artifacts folder")
+    parser.add_argument("-o", "--output", help="markdown file to append to (default: $GITHUB_STEP_SUMMARY, else stdout)")
+    args = parser.parse_args()
+    text = "\n".join(render(Path(args.artifacts), args.artifacts.rstrip("/") or "/")) + "\n"
+    out = args.output or os.environ.get("GITHUB_STEP_SUMMARY")
+    if out:
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
