@@ -7,6 +7,7 @@ Skips are decided here from markers and nowhere else:
   llama3 needs --llama3-path / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
+  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an
 error with the install command in it.
 """
@@ -14,12 +15,14 @@ error with the install command in it.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tilegate import REPO_ROOT, tilelang_versions
+from tilegate import tilelang_versions
 from tilegate.builder import KernelBuilder
+from tilegate.paths import REPO_ROOT
 from tilegate.platform import detect
 from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines
 
@@ -47,8 +50,13 @@ def pytest_report_header(config: pytest.Config) -> str:
             f"(supported: {', '.join(tilelang_versions.SUPPORTED)}; ISA golden snapshots per version)")
 
 
+RUN_DIR_ENV = "TILEGATE_RUN_DIR"  # one folder per pytest run, shared by its xdist workers
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[NO_GPU_TEST_PASSED] = False
+    if not hasattr(config, "workerinput"):  # the controller, before xdist starts its workers: they inherit it
+        os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="tilegate-run-")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -64,44 +72,44 @@ def _skip_reason(item: pytest.Item) -> str | None:
         return f"no CUDA device (have {plat.describe()})"
     if item.get_closest_marker("gpu") and not plat.has_gpu:
         return "no GPU: this check runs kernels or compiles for the local GPU"
+    config_target = item.get_closest_marker("config_target")
+    if config_target and plat.config_target != config_target.args[0]:
+        return (f"{config_target.args[0]} tile config: this GPU ({plat.describe()}) uses "
+                f"{plat.config_target or 'no'} table")
     tilelang_venv = item.get_closest_marker("tilelang_venv")
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test
     if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
         return "no Meta-Llama-3 checkpoint: pass --llama3-path or set TILEGATE_LLAMA3_PATH"
     if item.get_closest_marker("sglang"):
-        from tilegate.sglang_cpu import missing_reason
+        from tilegate.harness.sglang_protocol import missing_reason
 
         return missing_reason()  # only a missing venv skips; a broken one fails the tests
     return None
 
 
-def _sglang_engine_run(config: pytest.Config):
+def _sglang_engine_run():
     from tilegate.fixtures.e2e_prompts import ENGINE_SPEC
+    from tilegate.harness.sglang_driver import EngineRun
 
-    from tilegate.sglang_cpu import EngineRun
-
-    base = config._tmp_path_factory.getbasetemp()  # the tmp_path_factory fixture's own
-    # under xdist a worker's basetemp is <run>/popen-gwN: <run> is shared by the run's workers
-    root = base.parent if hasattr(config, "workerinput") else base
-    return EngineRun(root / "sglang-engines", ENGINE_SPEC)
+    return EngineRun(Path(os.environ[RUN_DIR_ENV]) / "sglang-engines", ENGINE_SPEC)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # SGLang's engines take ~2 minutes to start on 2 cores: launch them now, in the background,
     # when sglang tests are selected and can run, so they overlap the rest of the suite.
-    from tilegate.sglang_cpu import missing_reason
+    from tilegate.harness.sglang_protocol import missing_reason
 
     if session.config.option.collectonly:
         return
     if any(item.get_closest_marker("sglang") for item in session.items) and missing_reason() is None:
-        _sglang_engine_run(session.config).start()
+        _sglang_engine_run().start()
 
 
 @pytest.fixture(scope="session")
 def sglang_engines(request: pytest.FixtureRequest) -> dict:
-    """What the SGLang runner (tilegate.sglang_cpu) reported: generations, errors, markers."""
-    return _sglang_engine_run(request.config).result()
+    """What the SGLang child (tilegate.harness.sglang_child) reported: generations, errors, markers."""
+    return _sglang_engine_run().result()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -118,7 +126,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(session.config, "workerinput", None) is not None:
         return  # an xdist worker: the controller decides
-    _sglang_engine_run(session.config).stop_if_running()  # all workers are done with it
+    _sglang_engine_run().stop_if_running()  # all workers are done with it
     if session.config.getoption("--require-gpu") and not _gpu_passed:
         session.config.stash[NO_GPU_TEST_PASSED] = True
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -100,21 +100,29 @@ _SM90_COMMON = (
 )
 SM90_CONFIGS = {64: _SM90_COMMON, 128: _SM90_COMMON}
 
-CONFIG_TABLES = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
+# target -> head_dim -> configs, best first
+ConfigTables = dict[str, dict[int, tuple]]
+CONFIG_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
 # The paged extend kernel tiles like prefill but keeps more per-request scalars live
 # (request row, context and extend lengths, start): m64n64w2 at head_dim 128 spilled SGPRs.
-EXTEND_TABLES = {
+EXTEND_TABLES: ConfigTables = {
     "gfx942": {64: GFX942_CONFIGS[64], 128: tuple(c for c in GFX942_CONFIGS[128] if c.name != "m64n64w2")},
     "sm90": SM90_CONFIGS,
 }
 
 
-def configs_for(target: str, head_dim: int) -> tuple[TileConfig, ...]:
-    table = CONFIG_TABLES[target]
+def configs_for(target: str, head_dim: int, tables: ConfigTables | None = None) -> tuple:
+    """The configs of ``target`` for ``head_dim`` from ``tables`` (default: prefill's)."""
+    table = (tables or CONFIG_TABLES)[target]
     if head_dim not in table:
         raise ConfigError(f"no {target} tile config for head_dim {head_dim} (have {sorted(table)})")
     return table[head_dim]
+
+
+def default_config(target: str, head_dim: int, tables: ConfigTables | None = None):
+    """The config a launcher uses when none is given: each table lists its configs best first."""
+    return configs_for(target, head_dim, tables)[0]
 
 
 def fp16_accum_variant(cfg: TileConfig) -> TileConfig:
@@ -169,7 +177,7 @@ _SM90_DECODE = (
     DecodeConfig("n64w4s16", block_n=64, threads=128, num_splits=16, num_stages=2),
     DecodeConfig("n128w4s8", block_n=128, threads=128, num_splits=8, num_stages=2),
 )
-DECODE_TABLES = {
+DECODE_TABLES: ConfigTables = {
     "gfx942": {64: _GFX942_DECODE_D64, 128: _GFX942_DECODE_D128},
     "sm90": {64: _SM90_DECODE, 128: _SM90_DECODE},
 }

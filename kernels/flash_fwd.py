@@ -9,14 +9,18 @@ lengths that are not multiples of a block (3782) are exact.
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
 
-import math
-
 import tilelang.language as T
-from tilegate.kernels.configs import TileConfig
-from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
-from tilegate.kernels.problem import AttentionShape
 
-LOG2E = 1.4426950408889634
+from tilegate.kernels.configs import TileConfig
+from tilegate.kernels.online_softmax import (
+    accumulate_pv,
+    alloc_softmax_state,
+    qk_scores,
+    reset_softmax_state,
+    scale_log2,
+    softmax_update,
+)
+from tilegate.kernels.problem import AttentionShape
 
 # Planted defects, for the gate's own sensitivity tests only: each is a bug the gate
 # must catch. Production callers never pass one.
@@ -44,15 +48,15 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     dtype, acc = shape.dtype, cfg.accum_dtype
     fp32 = "float32"
     acc16 = acc != fp32
-    scale_log2 = LOG2E / math.sqrt(head_dim)  # exp(x/sqrt(d)) == exp2(x * scale_log2)
+    log2_scale = scale_log2(head_dim)
     if defect == "wrong_scale":
-        scale_log2 *= 1.05
+        log2_scale *= 1.05
     sees_next_key = 1 if defect == "causal_off_by_one" else 0
     drop_last = defect == "drop_last_block"
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(scalar_gemm, policy)
-    update = softmax_update(scale_log2)
+    update = softmax_update(log2_scale)
     accumulate = accumulate_pv(acc, scalar_gemm, policy)
 
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
@@ -71,23 +75,15 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile = T.alloc_shared([block_n, head_dim], dtype)
             o_tile = T.alloc_shared([block_m, head_dim], dtype)
-            scores = T.alloc_fragment([block_m, block_n], fp32)
-            probs = T.alloc_fragment([block_m, block_n], dtype)
-            out_acc = T.alloc_fragment([block_m, head_dim], acc)
-            row_max = T.alloc_fragment([block_m], fp32)
-            row_max_prev = T.alloc_fragment([block_m], fp32)
-            rescale = T.alloc_fragment([block_m], fp32)
-            block_sum = T.alloc_fragment([block_m], fp32)
-            row_sum = T.alloc_fragment([block_m], acc)
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
+                block_m, block_n, head_dim, dtype, acc)
             block_out = T.alloc_fragment([block_m, head_dim], fp32) if acc16 else None
             p_tile = T.alloc_shared([block_m, block_n], dtype) if scalar_gemm else None
 
             kv_head = head // groups
             diagonal = seq_k - seq_q  # bottom-right causal alignment
             T.copy(Q[b, bx * block_m : (bx + 1) * block_m, head, :], q_tile)
-            T.fill(out_acc, 0)
-            T.fill(row_sum, 0)
-            T.fill(row_max, -T.infinity(fp32))
+            reset_softmax_state(out_acc, row_sum, row_max)
 
             key_blocks = seq_k // block_n if drop_last else T.ceildiv(seq_k, block_n)
             if causal:

@@ -8,9 +8,59 @@ do the rest, identically for prefill, extend and decode:
   out = out * rescale + P V   (fp32, or fp16 in the variant the gate must catch)
 """
 
+import math
+from typing import Any, NamedTuple
+
 import tilelang.language as T
 
 FP32 = "float32"
+LOG2E = 1.4426950408889634
+
+
+def scale_log2(head_dim: int, softmax_scale: float | None = None) -> float:
+    """The softmax scale in base 2: exp(x * scale) == exp2(x * scale_log2). Default head_dim^-1/2."""
+    return LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
+
+
+class SoftmaxState(NamedTuple):
+    """A tile's online-softmax state: one key block's scores and P, the output accumulator and
+    the per-row running max, previous max, rescale factor, block sum and running sum. Unpack it
+    in the kernel body (``scores, probs, ... = alloc_softmax_state(...)``) so that the buffers
+    take those names in the lowered code."""
+
+    scores: Any  # a TileLang buffer
+    probs: Any  # a TileLang buffer
+    out_acc: Any  # a TileLang buffer
+    row_max: Any  # a TileLang buffer
+    row_max_prev: Any  # a TileLang buffer
+    rescale: Any  # a TileLang buffer
+    block_sum: Any  # a TileLang buffer
+    row_sum: Any  # a TileLang buffer
+
+
+def alloc_softmax_state(rows: int, cols: int, head_dim: int, dtype: str, acc: str = FP32,
+                        probs_in_shared: bool = False) -> SoftmaxState:
+    """Allocate the state inside a kernel body. ``acc`` types the output accumulator
+    and running sum; P goes through shared memory when every warp needs all of it."""
+    alloc_probs = T.alloc_shared if probs_in_shared else T.alloc_fragment
+    return SoftmaxState(
+        scores=T.alloc_fragment([rows, cols], FP32),
+        probs=alloc_probs([rows, cols], dtype),
+        out_acc=T.alloc_fragment([rows, head_dim], acc),
+        row_max=T.alloc_fragment([rows], FP32),
+        row_max_prev=T.alloc_fragment([rows], FP32),
+        rescale=T.alloc_fragment([rows], FP32),
+        block_sum=T.alloc_fragment([rows], FP32),
+        row_sum=T.alloc_fragment([rows], acc),
+    )
+
+
+@T.macro
+def reset_softmax_state(out_acc, row_sum, row_max):
+    """Before the first key block: nothing accumulated, running max -inf."""
+    T.fill(out_acc, 0)
+    T.fill(row_sum, 0)
+    T.fill(row_max, -T.infinity(FP32))
 
 
 def qk_scores(scalar_gemm: bool, policy):

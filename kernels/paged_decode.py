@@ -7,15 +7,20 @@ log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32.
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
-import math
-
 import tilelang.language as T
+
 from tilegate.kernels.configs import DecodeConfig
-from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
+from tilegate.kernels.online_softmax import (
+    FP32,
+    accumulate_pv,
+    alloc_softmax_state,
+    qk_scores,
+    reset_softmax_state,
+    scale_log2,
+    softmax_update,
+)
 from tilegate.kernels.problem import AttentionShape
 
-LOG2E = 1.4426950408889634
-FP32 = "float32"
 INDEX = "int32"
 
 
@@ -24,10 +29,10 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     ``softmax_scale`` defaults to head_dim^-1/2."""
     groups, head_dim, dtype = shape.groups, shape.head_dim, shape.dtype
     block_h, block_n, splits = cfg.block_h(shape), cfg.block_n, cfg.num_splits
-    scale_log2 = LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
+    log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullCol  # 16 rows: split the key / head_dim columns across waves
     qk = qk_scores(False, policy)
-    update = softmax_update(scale_log2)
+    update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy)
 
     batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
@@ -47,15 +52,9 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             q_tile = T.alloc_shared([block_h, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile = T.alloc_shared([block_n, head_dim], dtype)
-            scores = T.alloc_fragment([block_h, block_n], FP32)
             # P through shared memory: with the columns split across waves, every wave needs all of P.
-            probs = T.alloc_shared([block_h, block_n], dtype)
-            out_acc = T.alloc_fragment([block_h, head_dim], FP32)
-            row_max = T.alloc_fragment([block_h], FP32)
-            row_max_prev = T.alloc_fragment([block_h], FP32)
-            rescale = T.alloc_fragment([block_h], FP32)
-            block_sum = T.alloc_fragment([block_h], FP32)
-            row_sum = T.alloc_fragment([block_h], FP32)
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
+                block_h, block_n, head_dim, dtype, probs_in_shared=True)
 
             req = req_pool_indices[b]
             ctx = seq_lens[b]
@@ -66,9 +65,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
 
             for h, d in T.Parallel(block_h, head_dim):  # rows past the group are padding
                 q_tile[h, d] = T.if_then_else(h < groups, Q[b, kv_head * groups + h, d], 0)
-            T.fill(out_acc, 0)
-            T.fill(row_sum, 0)
-            T.fill(row_max, -T.infinity(FP32))
+            reset_softmax_state(out_acc, row_sum, row_max)
 
             for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
                 for n, d in T.Parallel(block_n, head_dim):
@@ -90,7 +87,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             for h in T.Parallel(block_h):
                 if h < groups:
                     LSE[b, kv_head * groups + h, split] = T.if_then_else(
-                        row_sum[h] > 0, T.log2(row_sum[h]) + row_max[h] * scale_log2, -T.infinity(FP32))
+                        row_sum[h] > 0, T.log2(row_sum[h]) + row_max[h] * log2_scale, -T.infinity(FP32))
 
     return paged_decode_split_kernel
 

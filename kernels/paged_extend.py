@@ -13,15 +13,20 @@ extend length run no key blocks and store nothing.
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
-import math
-
 import tilelang.language as T
+
 from tilegate.kernels.configs import TileConfig
-from tilegate.kernels.online_softmax import accumulate_pv, qk_scores, softmax_update
+from tilegate.kernels.online_softmax import (
+    FP32,
+    accumulate_pv,
+    alloc_softmax_state,
+    qk_scores,
+    reset_softmax_state,
+    scale_log2,
+    softmax_update,
+)
 from tilegate.kernels.problem import AttentionShape
 
-LOG2E = 1.4426950408889634
-FP32 = "float32"
 INDEX = "int32"
 
 
@@ -29,10 +34,10 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling)."""
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal, dtype = shape.groups, shape.causal, shape.dtype
-    scale_log2 = LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
+    log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(False, policy)
-    update = softmax_update(scale_log2)
+    update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy)
 
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
@@ -53,14 +58,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             q_tile = T.alloc_shared([block_m, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile = T.alloc_shared([block_n, head_dim], dtype)
-            scores = T.alloc_fragment([block_m, block_n], FP32)
-            probs = T.alloc_fragment([block_m, block_n], dtype)
-            out_acc = T.alloc_fragment([block_m, head_dim], FP32)
-            row_max = T.alloc_fragment([block_m], FP32)
-            row_max_prev = T.alloc_fragment([block_m], FP32)
-            rescale = T.alloc_fragment([block_m], FP32)
-            block_sum = T.alloc_fragment([block_m], FP32)
-            row_sum = T.alloc_fragment([block_m], FP32)
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
+                block_m, block_n, head_dim, dtype)
 
             kv_head = head // groups
             req = req_pool_indices[b]
@@ -72,9 +71,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             for i, d in T.Parallel(block_m, head_dim):
                 row = bx * block_m + i
                 q_tile[i, d] = T.if_then_else(row < n_new, Q[first + row, head, d], 0)
-            T.fill(out_acc, 0)
-            T.fill(row_sum, 0)
-            T.fill(row_max, -T.infinity(FP32))
+            reset_softmax_state(out_acc, row_sum, row_max)
 
             if causal:
                 keys = T.min(ctx, prefix + (bx + 1) * block_m)  # one past the tile's last visible key

@@ -1,17 +1,21 @@
-"""The kernels under test, by name, with the config tables they are built for.
+"""The kernels under test, by name, with the config tables they are built for, and the case
+that names one build of one of them.
 
 The compile and ISA tiers build every kernel here for every config of its table. A kernel
 states what its ISA should show: the decode combine step is a reduction (no matrix product)
 that reads fp32 partials one per thread, so it expects neither MFMA nor 128-bit loads.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from __future__ import annotations
 
-from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, TileConfig
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend
+from tilegate.kernels.problem import AttentionShape
 
 
 @dataclass(frozen=True)
@@ -34,3 +38,28 @@ KERNELS = {
     "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
                                        uses_mfma=False, wide_global_loads=False, one_thread_per_dim=True),
 }
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One build: a registered kernel (or a planted variant's ``factory``) for a shape, a tile
+    config and a target's table."""
+
+    kernel: str
+    shape: AttentionShape
+    cfg: TileConfig
+    target: str
+    factory: Callable | None = field(default=None, compare=False, repr=False)  # default: KERNELS[kernel].factory
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel}-{self.shape.name}-{self.cfg.name}"
+
+    @property
+    def threads(self) -> int:
+        spec = KERNELS.get(self.kernel)
+        return spec.threads(self.shape, self.cfg) if spec else self.cfg.threads
+
+    def prim_func(self):
+        self.cfg.validate(TARGETS[self.target], self.shape)  # ConfigError before any compile
+        return (self.factory or KERNELS[self.kernel].factory)(self.shape, self.cfg)

@@ -23,7 +23,7 @@ class GreedyRun:
     @classmethod
     def from_record(cls, record: dict) -> GreedyRun:
         """From a JSON record {"tokens": [...], "top": [[[token, logprob], ...] per step]}
-        (what tilegate.sglang_cpu writes, for SGLang's engines and for the FP32 reference)."""
+        (what tilegate.harness.sglang_child writes, for SGLang's engines and for the FP32 reference)."""
         return cls(tuple(record["tokens"]), tuple({int(t): float(lp) for t, lp in step} for step in record["top"]))
 
 
@@ -49,7 +49,8 @@ def _margin(top: dict[int, float]) -> float:
 
 def compare(prompt: str, ref: GreedyRun, test: GreedyRun, k: int = TOP_K) -> Agreement:
     steps = min(len(ref.tokens), len(test.tokens))
-    diffs, margins = [], []
+    diffs: list[float] = []
+    margins: list[float] = []
     for i in range(steps):
         a, b = ref.tokens[i], test.tokens[i]
         if a != b:

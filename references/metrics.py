@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+
 from tilegate.references import tolerances as tol
 
 

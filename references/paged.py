@@ -13,6 +13,7 @@ are its last extend_len positions.
 from __future__ import annotations
 
 import torch
+
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 
 

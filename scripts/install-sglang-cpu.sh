@@ -48,6 +48,6 @@ pip_install --no-deps -e .
 from importlib.metadata import entry_points
 import sglang, torch
 names = [ep.value for ep in entry_points(group="sglang.srt.plugins")]
-assert "tilegate.kernels.sglang_plugin:register" in names, names
+assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang_instrumented:register"} <= set(names), names
 print(f"SGLang {sglang.__version__} (torch {torch.__version__}) ready; sglang.srt.plugins: {names}")
 PY

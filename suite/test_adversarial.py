@@ -2,11 +2,13 @@
 
 import pytest
 import torch
+from suite_helpers import DEVICE, judged, with_configs
+
 from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape
-from tilegate.suite.gpu_cases import with_configs
-from tilegate.suite.test_numerics import DEVICE, judged
+from tilegate.references.attention import ref_attention_lowp
+from tilegate.references.metrics import judge
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics]
 
@@ -36,5 +38,16 @@ def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
 
 @pytest.mark.parametrize("case, cfg", with_configs(_cases()))
 def test_identical_keys_average_the_visible_values(case, cfg, artifacts_dir):
-    out, ref, verdict = judged(case, cfg, *identical_keys(case, DEVICE), artifacts_dir, "identical_keys")
+    q, k, v = identical_keys(case, DEVICE)
+    out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "identical_keys")
+    # the mean of the values each query sees: keys 0..i+offset when causal (bottom-right), all otherwise
+    vf = v.float().repeat_interleave(case.shape.groups, dim=2)  # [b, sk, hq, d]
+    visible = torch.arange(case.seq_q, device=v.device) + (case.seq_k - case.seq_q) + 1 if case.shape.causal \
+        else torch.full((case.seq_q,), case.seq_k, device=v.device)
+    prefix_mean = vf.cumsum(dim=1) / torch.arange(1, case.seq_k + 1, device=v.device)[None, :, None, None]
+    expected = prefix_mean[:, visible - 1]  # [b, sq, hq, d]
+    assert (ref - expected).abs().max() < 1e-3, "the generator no longer makes the softmax uniform"
     assert verdict.passed, verdict.explain()
+    # and the kernel against that mean directly, by the same rule as against the reference
+    to_mean = judge(out, expected, ref_attention_lowp(q, k, v, causal=case.shape.causal))
+    assert to_mean.passed, to_mean.explain()

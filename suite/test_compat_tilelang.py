@@ -1,5 +1,5 @@
 """TileLang versions: the gate supports 0.1.15 (its own environment) and 0.1.12 (SGLang 0.5.23's
-pin), and checks the second from its own venv in a subprocess (tilegate/tilelang_versions.py).
+pin), and checks the second from its own venv in a subprocess (tilegate/harness/tilelang_venv.py).
 
 The module sorts before test_compile.py on purpose: its subprocess is the longest single test,
 so xdist starts it first instead of leaving it alone at the end of the run."""
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tilegate import REPO_ROOT
 from tilegate import tilelang_versions as tv
+from tilegate.harness import tilelang_venv
+from tilegate.paths import REPO_ROOT
 
 
 @pytest.mark.compile
@@ -37,7 +38,7 @@ def test_every_supported_version_has_golden_snapshots():
 def test_smoke_subset_covers_every_kernel():
     from tilegate.kernels.registry import KERNELS
 
-    ids = tv.smoke_node_ids()
+    ids = tilelang_venv.smoke_node_ids()
     for kernel in KERNELS:
         assert any(f"test_gfx942_isa[{kernel}-" in i for i in ids), kernel
     assert any("test_fp16_accumulation_variant_is_flagged" in i for i in ids)
@@ -51,7 +52,7 @@ def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, upd
     every selected test must pass there, golden snapshots included (a missing one fails here).
     With --update-golden, every 0.1.12 snapshot is re-recorded along with this run's."""
     cache = Path(request.config.getoption("--tilegate-cache"))
-    result = tv.run_tiers("0.1.12", artifacts_dir / "tilelang-0.1.12", cache, update_golden=update_golden)
+    result = tilelang_venv.run_tiers("0.1.12", artifacts_dir / "tilelang-0.1.12", cache, update_golden=update_golden)
     print(f"TileLang 0.1.12 tiers: {len(result.passed)} passed, {len(result.failed)} failed, "
           f"{len(result.skipped)} skipped in {result.wall_s:.0f} s (log {result.log})")
     problems = result.failed + [s for s in result.skipped if "no GPU" not in s and "TileLang 0.1.12 itself" not in s]

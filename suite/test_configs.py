@@ -1,6 +1,7 @@
 """Tile configs and attention shapes: validated before anything compiles."""
 
 import pytest
+
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
     GFX942,
@@ -78,7 +79,7 @@ def test_missing_head_dim_table_names_what_exists():
     (dict(q_heads=32, kv_heads=8, head_dim=96, causal=True), "head_dim 96 unsupported"),
     (dict(q_heads=32, kv_heads=7, head_dim=128, causal=True), "GQA ratio 32:7 does not divide"),
     (dict(q_heads=32, kv_heads=8, head_dim=128, causal=True, dtype="float32"), "dtype 'float32' unsupported"),
-])
+], ids=["head-dim-96", "gqa-32-7", "fp32"])
 def test_bad_shapes_raise_clear_errors(kwargs, message):
     with pytest.raises(ShapeError, match=message):
         AttentionShape(**kwargs)

@@ -5,6 +5,8 @@ artifacts/drift/drift.json and drift.png; the run's summary prints the table.
 """
 
 import pytest
+from suite_helpers import DEVICE, local_default_config
+
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.configs import fp16_accum_variant
@@ -13,9 +15,6 @@ from tilegate.references import tolerances as tol
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.drift import DriftSeries, fp16_accumulation_flags
 from tilegate.references.metrics import errors
-from tilegate.suite.gpu_cases import first_config
-from tilegate.suite.test_numerics import DEVICE
-
 from tilegate.report import write_drift
 from tilegate.runtime import flash_attention
 
@@ -25,7 +24,7 @@ SHAPE = AttentionShape(*LLAMA3_8B, 128, True, "float16")
 
 @pytest.fixture(scope="module")
 def drift(artifacts_dir):
-    cfg = first_config(SHAPE.head_dim)
+    cfg = local_default_config(SHAPE.head_dim)
     variants = {"fp32-acc": cfg, "fp16-acc": fp16_accum_variant(cfg)}
     rel = {label: [] for label in variants}
     base = []

@@ -3,11 +3,11 @@ attention, in fp16 and bf16, against the same checkpoint in FP32 (transformers' 
 
 import pytest
 import torch
+
 from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
+from tilegate.harness.hf_runner import HfRunner
 from tilegate.references.agreement import compare
-
-from tilegate.hf_runner import HfRunner
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.xdist_group("e2e-hf")]
@@ -37,9 +37,10 @@ def fp32_runs(model_dir, prompt_ids):
 
 
 def _agreements(model_dir, prompt_ids, fp32_runs, dtype, attn):
-    from tilegate.kernels.hf_attention import register
+    from tilegate.serving.hf_attention import attention_function, register
 
     register()
+    register("tilegate-drop_last_block", attention_function(defect="drop_last_block"))  # the planted twin
     with HfRunner(model_dir, dtype, attn, DEVICE) as test:
         return [compare(name, fp32_runs[name], test.greedy(ids, NEW_TOKENS)) for name, ids in prompt_ids.items()]
 

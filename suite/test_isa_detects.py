@@ -1,8 +1,8 @@
 """The ISA rules fail kernels built wrong on purpose: a check that cannot fail is no check."""
 
 import pytest
-from tilegate.fixtures import planted_kernels as planted
 
+from tilegate.fixtures import planted_kernels as planted
 from tilegate.isa_checks import check_all, rules_broken
 
 

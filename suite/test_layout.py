@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate import REPO_ROOT
+from tilegate.paths import REPO_ROOT
 
 TOP_LEVEL_FOLDERS = ("kernels", "references", "fixtures", "suite")
 
@@ -37,4 +37,12 @@ def test_hugging_face_kernels_is_not_shadowed():
 
 def test_gate_modules_import_under_the_tilegate_namespace():
     where = _import_from_checkout("import tilegate.kernels.flash_fwd as f; print(f.__file__)")
-    assert where == str(REPO_ROOT / "kernels" / "flash_fwd.py")
+    assert Path(where).resolve() == REPO_ROOT / "kernels" / "flash_fwd.py"
+
+
+@pytest.mark.parametrize("name", ["tilegate.tilegate", "tilegate.suite", "tilegate.conftest"])
+def test_only_the_three_card_folders_are_mapped_into_the_package(name):
+    # Symptom: tilegate/__init__.py once appended the whole checkout to its __path__.
+    # Fix: links (checkout) and package-dir (installs) map kernels/, references/, fixtures/ only.
+    found = _import_from_checkout(f"import importlib.util as u; print(u.find_spec({name!r}) is not None)")
+    assert found == "False", f"{name} resolves: the checkout is mounted into the package again"

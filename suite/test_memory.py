@@ -2,13 +2,12 @@
 
 import pytest
 import torch
+from suite_helpers import DEVICE, with_configs
+
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references import tolerances as tol
-from tilegate.suite.gpu_cases import with_configs
-from tilegate.suite.test_numerics import DEVICE
-
 from tilegate.report import record_memory
 from tilegate.runtime import flash_attention
 

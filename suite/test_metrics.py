@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from tilegate.references.drift import DriftSeries, fp16_accumulation_flags
 from tilegate.references.metrics import errors, judge, loglog_slope
 

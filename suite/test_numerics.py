@@ -2,25 +2,13 @@
 
 import pytest
 import torch
+from suite_helpers import DEVICE, judged, local_default_config, with_configs
+
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import RunCase, numerics_cases
-from tilegate.references.attention import ref_attention, ref_attention_lowp
-from tilegate.references.metrics import judge
-from tilegate.suite.gpu_cases import with_configs
-
-from tilegate.report import record_numerics
 from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics]
-DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
-
-
-def judged(case: RunCase, cfg, q, k, v, artifacts_dir, label="random"):
-    out = flash_attention(case.shape, cfg, q, k, v)
-    ref = ref_attention(q, k, v, causal=case.shape.causal)
-    verdict = judge(out, ref, ref_attention_lowp(q, k, v, causal=case.shape.causal))
-    record_numerics(artifacts_dir, f"{case.name}-{cfg.name}-{label}", case.shape.dtype, verdict)
-    return out, ref, verdict
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(numerics_cases()))
@@ -67,9 +55,8 @@ def test_repeated_runs_are_bitwise_equal(case, cfg):
 
 
 def test_inputs_the_kernel_was_not_built_for_are_rejected():
-    from tilegate.suite.gpu_cases import first_config
     case = numerics_cases()[0]
-    cfg = first_config(case.shape.head_dim)
+    cfg = local_default_config(case.shape.head_dim)
     q, k, v = random_qkv(RunCase(case.shape, 8, 4), DEVICE)
     with pytest.raises(ValueError, match=r"seq_q \(8\) <= seq_k \(4\)"):
         flash_attention(case.shape, cfg, q, k, v)

@@ -1,14 +1,13 @@
 """The numerics tier fails kernels with planted bugs: a check that cannot fail is no check."""
 
 import pytest
+from suite_helpers import DEVICE, local_default_config
+
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
-from tilegate.suite.gpu_cases import first_config
-from tilegate.suite.test_numerics import DEVICE
-
 from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("planted")]
@@ -22,7 +21,7 @@ CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
 def _tier_failures(defect=None) -> list[str]:
     failures = []
     for case in CASES:
-        cfg = first_config(case.shape.head_dim)
+        cfg = local_default_config(case.shape.head_dim)
         q, k, v = random_qkv(case, DEVICE)
         ref = ref_attention(q, k, v, causal=case.shape.causal)
         base = ref_attention_lowp(q, k, v, causal=case.shape.causal)

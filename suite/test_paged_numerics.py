@@ -6,25 +6,20 @@ Pools are NaN wherever the batch owns nothing, and req_to_token is shuffled.
 
 import pytest
 import torch
+from suite_helpers import DEVICE, with_configs
+
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES, PagedCase, paged_batch
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
-from tilegate.kernels.paged import paged_decode, paged_extend
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
-from tilegate.suite.gpu_cases import local_config_target
-from tilegate.suite.test_numerics import DEVICE
-
 from tilegate.report import record_numerics
+from tilegate.serving.paged import paged_decode, paged_extend
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.decode]
 
 
 def _params(cases, tables, kind):
-    target = local_config_target()
-    return [pytest.param(case, cfg, id=f"{case.name}-{cfg.name}",
-                         marks=[pytest.mark.xdist_group(f"{kind}-{case.shape.name}-{cfg.name}"),
-                                *([pytest.mark.slow] if case.slow else [])])
-            for case in cases for cfg in tables[target][case.shape.head_dim]]
+    return with_configs(cases, tables=tables, kind=kind)
 
 
 def _judge(case: PagedCase, cfg, batch, artifacts_dir, label=""):

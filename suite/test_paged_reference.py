@@ -1,6 +1,7 @@
 """The paged references equal the dense reference on the same tokens, wherever they sit in the pool."""
 
 import torch
+
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.attention import ref_attention

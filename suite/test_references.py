@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 
 

@@ -1,16 +1,16 @@
-"""The tilelang SGLang backend in kernel mode, on the GPU: the same fake runner and batches as
+"""The tilelang SGLang backend with its production ops (the kernels), on the GPU: the same fake runner and batches as
 suite/test_sglang_backend.py, with the pools on the device and the TileLang paged kernels
 answering, judged against the FP32 paged reference like every numerics check."""
 
 import pytest
 import torch
-from tilegate.kernels.sglang_backend import TileLangAttnBackend
+from suite_helpers import DECODE_BATCHES, DEVICE, EXTEND_BATCHES, fake_layer, fake_runner, forward_batch
+
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
-from tilegate.suite.test_sglang_backend import DECODE_BATCHES, EXTEND_BATCHES, fake_layer, fake_runner, forward_batch
+from tilegate.serving.sglang_backend import TileLangAttnBackend
 
 pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("sglang-backend-kernel")]
-DEVICE = "cuda"
 
 
 def _on_device(runner):
@@ -25,7 +25,7 @@ def _on_device(runner):
 @pytest.mark.parametrize("b", EXTEND_BATCHES + DECODE_BATCHES, ids=lambda b: b.name)
 def test_kernel_mode_matches_fp32_reference(b, dtype):
     runner = _on_device(fake_runner(dtype=dtype))
-    backend = TileLangAttnBackend(runner, mode="kernel")
+    backend = TileLangAttnBackend(runner)  # the production ops: the kernels
     layer = fake_layer(1)
     fb = forward_batch(runner, b)
     for name in ("out_cache_loc", "req_pool_indices", "seq_lens", "extend_seq_lens", "extend_prefix_lens"):

@@ -1,11 +1,12 @@
-"""SGLang's real engine on the CPU with attention_backend="tilelang" (reference mode).
+"""SGLang's real engine on the CPU with the tilelang backend's adapter over the FP32 reference.
 
-One subprocess in .venv-sglang (tilegate.sglang_cpu) runs the trained tiny Llama-3 in FP32
-transformers (the reference), then serves it with attention_backend="torch_native", then
-"tilelang", then "tilelang" with a planted bug, each with the same greedy prompts
-(tilegate.fixtures.e2e_prompts), and then starts an engine on a model the tilelang backend must
-refuse. It runs once per pytest run, launched at collection by whichever xdist worker comes
-first; the tests only read its JSON.
+One subprocess in .venv-sglang (tilegate.harness.sglang_child) runs the trained tiny Llama-3 in
+FP32 transformers (the reference), then serves it with attention_backend="torch_native", then
+"tilelang-reference" (the production TileLangAttnBackend over the kernels' FP32 reference ops),
+then the same with a planted bug, each with the same greedy prompts (tilegate.fixtures.e2e_prompts),
+and then starts an engine on a model the production "tilelang" backend must refuse. It runs once
+per pytest run, launched at collection by whichever xdist worker comes first; the tests only read
+its JSON.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from tilegate.fixtures.e2e_prompts import LONG_TOKENS, MAX_NEW_TOKENS, PLANTED, PROMPTS, Prompt
-from tilegate.references.agreement import GreedyRun, compare
 
+from tilegate.fixtures.e2e_prompts import LONG_TOKENS, MAX_NEW_TOKENS, PLANTED, PROMPTS, REFERENCE, Prompt
+from tilegate.references.agreement import GreedyRun, compare
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.sglang, pytest.mark.e2e]
@@ -36,7 +37,7 @@ def _agreements(engines, backend: str) -> list:
                     GreedyRun.from_record(_generation(engines, backend, p))) for p in PROMPTS]
 
 
-@pytest.mark.parametrize("backend", ["tilelang", "torch_native"])
+@pytest.mark.parametrize("backend", [REFERENCE, "torch_native"])
 def test_engine_agrees_with_fp32_reference(engines, backend, artifacts_dir):
     """SGLang serving the trained model vs transformers FP32 on the same token ids (vLLM's
     criterion, top-5). torch_native is SGLang's own backend: it proves the harness itself."""
@@ -57,14 +58,14 @@ def test_agreement_metric_reports_the_planted_bug(engines, artifacts_dir):
 def test_prompt_ids_reach_the_engine_unchanged(engines):
     """SGLang and the reference saw the same prompts: lengths as tokenized, the long one included."""
     for p in PROMPTS:
-        assert _generation(engines, "tilelang", p)["prompt_tokens"] == engines["prompt_ids_len"][p.round][p.index], p
+        assert _generation(engines, REFERENCE, p)["prompt_tokens"] == engines["prompt_ids_len"][p.round][p.index], p
     assert max(max(r) for r in engines["prompt_ids_len"]) == LONG_TOKENS
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=lambda p: p.name)
 def test_tilelang_greedy_tokens_equal_torch_native(engines, prompt):
     ref = _generation(engines, "torch_native", prompt)
-    got = _generation(engines, "tilelang", prompt)
+    got = _generation(engines, REFERENCE, prompt)
     assert len(ref["tokens"]) == MAX_NEW_TOKENS
     if got["tokens"] != ref["tokens"]:
         step = next(i for i, (a, b) in enumerate(zip(got["tokens"], ref["tokens"])) if a != b)
@@ -83,7 +84,7 @@ def test_token_comparison_catches_a_planted_attention_bug(engines):
 def test_prompts_cover_ragged_batch_and_cached_prefix(engines):
     lens = [g["prompt_tokens"] for g in engines["generations"]["torch_native"][0]]
     assert lens[0] <= 2 and lens[-1] >= LONG_TOKENS, lens  # 1 token (+BOS) up to a long prompt, one batch
-    for backend in ("torch_native", "tilelang"):
+    for backend in ("torch_native", REFERENCE):
         second = engines["generations"][backend][1][0]
         assert second["prompt_tokens"] > lens[1], "round 1's prompt must extend round 0's"
         # SGLang's radix cache served round 0's prompt: this extend ran over cached K/V
@@ -95,10 +96,10 @@ def test_greedy_decisions_are_not_near_ties(engines, artifacts_dir):
     backends' numerical disagreement on that margin (both engines run FP32)."""
     record_agreement(artifacts_dir, "sglang-cpu-tilelang-vs-torch_native", [
         compare(p.name, GreedyRun.from_record(_generation(engines, "torch_native", p)),
-                GreedyRun.from_record(_generation(engines, "tilelang", p))) for p in PROMPTS])
+                GreedyRun.from_record(_generation(engines, REFERENCE, p))) for p in PROMPTS])
     worst = []
     for p in PROMPTS:
-        ref, got = _generation(engines, "torch_native", p), _generation(engines, "tilelang", p)
+        ref, got = _generation(engines, "torch_native", p), _generation(engines, REFERENCE, p)
         for step, (a, b) in enumerate(zip(ref["gaps"], got["gaps"])):
             worst.append((a, abs(a - b), f"{p.name}@{step}"))
     gap, _drift, where = min(worst)
@@ -110,11 +111,11 @@ def test_greedy_decisions_are_not_near_ties(engines, artifacts_dir):
 def test_plugin_registers_tilelang_in_the_spawned_scheduler(engines):
     runner_pid = engines["pid"]
     markers = engines["markers"]
-    built = [m for m in markers["backend"] if m["event"] == "constructed" and not m["planted_bug"]]
-    assert len(built) == 1, markers["backend"]  # one engine asked for plain tilelang and got it
+    built = [m for m in markers["backend"] if m["event"] == "constructed" and m["served_as"] == REFERENCE]
+    assert len(built) == 1, markers["backend"]  # one engine asked for the reference adapter and got it
     b = built[0]
-    assert (b["class"], b["module"]) == ("TileLangAttnBackend", "tilegate.kernels.sglang_backend")
-    assert b["mode"] == "reference" and b["why"] == "TILEGATE_BACKEND_MODE=reference"
+    assert (b["class"], b["module"]) == ("TileLangAttnBackend", "tilegate.serving.sglang_backend")
+    assert b["mode"] == "reference" and b["planted_bug"] is None
     # built in a process SGLang spawned (the scheduler), not in the runner nor in pytest
     assert b["pid"] not in (runner_pid, os.getpid()) and b["ppid"] == runner_pid
     # the plugin ran there, and in the runner too (ServerArgs accepted "tilelang")
@@ -127,4 +128,4 @@ def test_engine_refuses_unsupported_head_dim_clearly(engines):
     err = engines["errors"]["head-dim-32"]
     assert not err["started"], f"the engine served a head_dim 32 model with tilelang (log {err['log']})"
     assert err["returncode"] != 0
-    assert any("head_dim 32 has no TileLang tile config (supported: 64, 128)" in r for r in err["reasons"]), err
+    assert any("head_dim 32 unsupported: no TileLang tile config (supported: 64, 128)" in r for r in err["reasons"]), err

@@ -5,7 +5,7 @@ references/agreement.py).
 
 The runner's python serves: SGLang's ROCm build comes from the system site-packages (tox -e rocm),
 and tilegate's editable install registers the plugin. One child process per model (the same
-tilegate.sglang_cpu runner as the CPU tier, cpu=False): the FP32 reference first, alone on the
+tilegate.harness.sglang_child as the CPU tier, cpu=False): the FP32 reference first, alone on the
 GPU, then one engine per backend. The engines serve bf16, as a deployment does.
 """
 
@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tilegate.fixtures.e2e_prompts import MAX_NEW_TOKENS, PROMPTS, ROUNDS
-from tilegate.references.agreement import TOP_K, GreedyRun, compare
 
+from tilegate.fixtures.e2e_prompts import MAX_NEW_TOKENS, PROMPTS, ROUNDS
+from tilegate.harness.sglang_driver import EngineRun
+from tilegate.references.agreement import TOP_K, GreedyRun, compare
 from tilegate.report import record_agreement
-from tilegate.sglang_cpu import EngineRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.rocm, pytest.mark.xdist_group("sglang-rocm")]
 
@@ -59,7 +59,7 @@ def _check(result: dict, label: str, artifacts_dir: Path) -> None:
         failed += [f"{name} {r.prompt}: {r.detail}" for r in results if not r.passed]
     assert not failed, "\n".join(failed)
     backend = [m for m in result["markers"]["backend"] if m["event"] == "constructed"]
-    assert backend and all(m["mode"] == "kernel" for m in backend), backend  # the TileLang kernels served
+    assert backend and all(m["mode"] == "kernel" and m["served_as"] == "tilelang" for m in backend), backend
 
 
 def test_tilelang_kernels_in_sglang_agree_with_fp32_and_default_backend(tmp_path_factory, artifacts_dir):

@@ -1,13 +1,16 @@
 """tilegate: a CI gate for TileLang attention kernels on AMD gfx942 (MI300X) served by SGLang.
 
-The gate's folders (kernels/, references/, fixtures/, suite/) sit at the top of the
-checkout and are imported only as ``tilegate.kernels`` and so on. They carry no
-``__init__.py`` on purpose: a folder without one can never win an import over a real
-package, so a checkout on ``sys.path`` cannot shadow Hugging Face's ``kernels`` that
-SGLang imports (``from kernels import get_kernel``).
+The card's top-level folders are subpackages of this one: ``kernels/`` is
+``tilegate.kernels``, ``references/`` is ``tilegate.references``, ``fixtures/`` is
+``tilegate.fixtures``. An install maps them with setuptools' package-dir (pyproject.toml); in a
+checkout, the links ``tilegate/kernels`` -> ``../kernels`` (and the other two) do the same for
+editable installs and plain ``PYTHONPATH`` runs. The folders carry no ``__init__.py`` on purpose:
+a checkout on ``sys.path`` then never shadows Hugging Face's ``kernels``, which SGLang imports.
+
+Layers, each importing only those before it (suite/test_layers.py enforces it):
+  tilegate.kernels, tilegate.references   TileLang factories and configs; pure torch
+  tilegate (this folder)                  toolchain, lowering, code objects, ISA, runtime, reports
+  tilegate.serving                        launchers, SGLang backend and plugin, transformers attention
+  tilegate.fixtures                       cases, inputs, tiny Llama-3, prompts
+  tilegate.harness                        drivers of other processes: SGLang engines, TileLang venvs
 """
-
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-__path__.append(str(REPO_ROOT))  # type: ignore[name-defined]  # tilegate.kernels -> ./kernels

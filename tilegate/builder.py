@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import tilelang
@@ -18,32 +17,8 @@ import tilelang
 from tilegate import lowering
 from tilegate.codeobj import CodeObject, atomic_write, build_code_object
 from tilegate.isa import IsaReport, read_code_object
-from tilegate.kernels.configs import TARGETS, TileConfig
-from tilegate.kernels.problem import AttentionShape
-from tilegate.kernels.registry import KERNELS
+from tilegate.kernels.registry import KernelCase
 from tilegate.toolchain import find_toolchain
-
-
-@dataclass(frozen=True)
-class KernelCase:
-    kernel: str
-    shape: AttentionShape
-    cfg: TileConfig
-    target: str
-    factory: Callable | None = field(default=None, compare=False, repr=False)  # default: KERNELS[kernel].factory
-
-    @property
-    def name(self) -> str:
-        return f"{self.kernel}-{self.shape.name}-{self.cfg.name}"
-
-    @property
-    def threads(self) -> int:
-        spec = KERNELS.get(self.kernel)
-        return spec.threads(self.shape, self.cfg) if spec else self.cfg.threads
-
-    def prim_func(self):
-        self.cfg.validate(TARGETS[self.target], self.shape)  # ConfigError before any compile
-        return (self.factory or KERNELS[self.kernel].factory)(self.shape, self.cfg)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def occupancy(vgpr: int, sgpr: int, lds_bytes: int, threads: int) -> Occupancy:
     }
     workgroups = min(limits.values())
     waves = workgroups * waves_per_wg
-    return Occupancy(workgroups, waves, waves / SIMDS_PER_CU, min(limits, key=limits.get), limits)
+    return Occupancy(workgroups, waves, waves / SIMDS_PER_CU, min(limits, key=lambda k: limits[k]), limits)
 
 
 @dataclass

@@ -1,9 +1,20 @@
-"""What this machine can run, decided once. Architecture matches are exact."""
+"""What this machine can run, decided once. Architecture matches are exact.
+
+``local_target()`` is the one place that decides which tile-config table (kernels/configs.py)
+the local GPU uses; launchers, the transformers attention and the GPU tiers all ask it.
+"""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+
+# GPU architecture as the device reports it -> the config table built for it.
+CONFIG_TARGETS = {"gfx942": "gfx942", "sm_90": "sm90"}
+
+
+class NoLocalTarget(RuntimeError):
+    """No GPU, or a GPU without a tile-config table: nothing to launch kernels on."""
 
 
 @dataclass(frozen=True)
@@ -15,7 +26,7 @@ class Platform:
     @property
     def config_target(self) -> str | None:
         """The tile-config table for the local GPU, or None when there is none for it."""
-        return {"gfx942": "gfx942", "sm_90": "sm90"}.get(self.arch or "")
+        return CONFIG_TARGETS.get(self.arch or "")
 
     @property
     def has_gpu(self) -> bool:
@@ -36,3 +47,14 @@ def detect() -> Platform:
         # gcnArchName is "gfx942:sramecc+:xnack-"; the architecture is the part before ':'
         return Platform("rocm", props.gcnArchName.split(":")[0], props.name)
     return Platform("cuda", f"sm_{props.major}{props.minor}", props.name)
+
+
+def local_target() -> str:
+    """The config table of the local GPU; NoLocalTarget names what is missing."""
+    plat = detect()
+    if not plat.has_gpu:
+        raise NoLocalTarget("no GPU: TileLang kernels run on a ROCm or CUDA device only")
+    if plat.config_target is None:
+        raise NoLocalTarget(f"no tile-config table for {plat.describe()}: add one to kernels/configs.py "
+                            f"(tables exist for {', '.join(sorted(CONFIG_TARGETS))})")
+    return plat.config_target

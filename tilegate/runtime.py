@@ -1,6 +1,6 @@
-"""Compiling kernels for the local GPU and calling them on torch tensors.
+"""Compiling kernels for the local GPU and calling the prefill kernel on torch tensors.
 
-Compiled kernels are cached per (kernel, shape, config, defect) for the session; TileLang
+Compiled kernels are cached per (factory, shape, config, options) for the session; TileLang
 keeps its own disk cache underneath. Nothing here runs at import: CPU machines import it.
 """
 
@@ -13,18 +13,8 @@ import torch
 from tilegate.kernels.configs import TARGETS, TileConfig
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.problem import AttentionShape
-from tilegate.platform import detect
-
-TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def _tilelang_target() -> str:
-    plat = detect()
-    if not plat.has_gpu:
-        raise RuntimeError("no GPU: kernels run on a ROCm or CUDA device only")
-    if plat.config_target is None:
-        raise RuntimeError(f"no tile-config table for {plat.describe()}")
-    return "hip" if plat.kind == "rocm" else "cuda"
+from tilegate.platform import detect, local_target
+from tilegate.references.dtypes import TORCH_DTYPES
 
 
 @functools.cache
@@ -32,12 +22,9 @@ def compiled(factory, shape: AttentionShape, cfg, **options):
     """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session."""
     import tilelang
 
-    cfg.validate(TARGETS[detect().config_target], shape)
-    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=_tilelang_target())
-
-
-def compiled_flash_fwd(shape: AttentionShape, cfg: TileConfig, defect: str | None = None):
-    return compiled(flash_fwd, shape, cfg, defect=defect)
+    cfg.validate(TARGETS[local_target()], shape)
+    tilelang_target = "hip" if detect().kind == "rocm" else "cuda"
+    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=tilelang_target)
 
 
 def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -59,9 +46,10 @@ def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: tor
 
 
 def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, defect: str | None = None):
-    """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds."""
+    """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds.
+    ``defect`` plants one of flash_fwd's DEFECTS (the gate's sensitivity tests only)."""
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)
-    compiled_flash_fwd(shape, cfg, defect)(q, k, v, out)
+    compiled(flash_fwd, shape, cfg, defect=defect)(q, k, v, out)
     return out

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tilelang
 
-from tilegate import REPO_ROOT
+from tilegate.paths import REPO_ROOT
 
 # MI300X's runtime target id: sramecc on, xnack off. A bare "gfx942" means xnack "any",
 # which compiles as xnack on (more VGPRs, lower occupancy than the device gets).
@@ -110,8 +110,9 @@ def _shim_dir() -> Path:
 
 def _debian_cross_toolchain() -> Toolchain:
     prefix = cross_prefix()
-    tools = {name: shutil.which(f"{name}-19") for name in ("clang++", "llvm-objdump", "llvm-readelf")}
-    missing = [f"{name}-19" for name, path in tools.items() if path is None]
+    found = {name: shutil.which(f"{name}-19") for name in ("clang++", "llvm-objdump", "llvm-readelf")}
+    missing = [f"{name}-19" for name, path in found.items() if path is None]
+    tools = {name: path for name, path in found.items() if path is not None}
     if missing:
         raise ToolchainMissing(f"gfx942 cross toolchain: {', '.join(missing)} not on PATH; {INSTALL_HINT}")
     if not (prefix / ".complete").is_file():

@@ -10,13 +10,14 @@ check. Nothing is padded, truncated or cast silently: a mismatch raises ValueErr
 from __future__ import annotations
 
 import torch
-from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
+
+from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, default_config
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend as paged_extend_factory
 from tilegate.kernels.problem import AttentionShape
-
-from tilegate.platform import detect
-from tilegate.runtime import TORCH_DTYPES, compiled
+from tilegate.platform import local_target
+from tilegate.references.dtypes import dtype_name
+from tilegate.runtime import compiled
 
 INT32_MAX = 2**31 - 1
 
@@ -25,7 +26,7 @@ def _shape(q, k_pool, v_pool) -> AttentionShape:
     if q.dim() != 3 or k_pool.dim() != 3 or k_pool.shape != v_pool.shape or q.shape[-1] != k_pool.shape[-1]:
         raise ValueError(f"expected q [tokens, hq, d], pools [pool, hkv, d]; got {tuple(q.shape)}, "
                          f"{tuple(k_pool.shape)}, {tuple(v_pool.shape)}")
-    dtype = {v: k for k, v in TORCH_DTYPES.items()}.get(q.dtype)
+    dtype = dtype_name(q.dtype)
     if dtype is None or k_pool.dtype != q.dtype or v_pool.dtype != q.dtype:
         raise ValueError(f"q {q.dtype}, k_pool {k_pool.dtype}, v_pool {v_pool.dtype}: need one of fp16/bf16 for all")
     for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
@@ -54,13 +55,6 @@ def _check_lengths(seq_lens, req_pool_indices, req_to_token, batch: int) -> None
         raise ValueError(f"req_pool_indices reach {int(req_pool_indices.max())}, req_to_token has {req_to_token.shape[0]} rows")
 
 
-def _target() -> str:
-    target = detect().config_target
-    if target is None:
-        raise RuntimeError(f"no tile configs for {detect().describe()}: the paged kernels need a gfx942 or sm90 GPU")
-    return target
-
-
 def paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens, scale=None, cfg=None):
     shape = _shape(q, k_pool, v_pool)
     dev = q.device
@@ -73,7 +67,7 @@ def paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, ex
     if int(new.sum()) != q.shape[0]:
         raise ValueError(f"q has {q.shape[0]} tokens, extend_lens add up to {int(new.sum())}")
     starts = (torch.cumsum(new, 0) - new).to(torch.int32)
-    cfg = cfg or EXTEND_TABLES[_target()][shape.head_dim][0]
+    cfg = cfg or default_config(local_target(), shape.head_dim, EXTEND_TABLES)
     out = torch.empty_like(q)
     compiled(paged_extend_factory, shape, cfg, softmax_scale=scale)(q, k_pool, v_pool, r2t, req, lens, new, starts, out)
     return out
@@ -85,7 +79,7 @@ def paged_decode(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sc
     r2t = _index("req_to_token", req_to_token, dev)
     req, lens = _index("req_pool_indices", req_pool_indices, dev), _index("seq_lens", seq_lens, dev)
     _check_lengths(lens, req, r2t, q.shape[0])
-    cfg = cfg or DECODE_TABLES[_target()][shape.head_dim][0]
+    cfg = cfg or default_config(local_target(), shape.head_dim, DECODE_TABLES)
     batch, heads, dim = q.shape
     o_part = torch.empty(batch, heads, cfg.num_splits, dim, dtype=torch.float32, device=dev)
     lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=dev)

@@ -1,18 +1,13 @@
-"""SGLang's real engine on the CPU, driven from the gate's own pytest process.
+"""The SGLang child process: ``python -m tilegate.harness.sglang_child SPEC.json OUT.json``.
 
-SGLang 0.5.23 lives in its own venv (``.venv-sglang``, scripts/install-sglang-cpu.sh): it pins
-torch 2.14.1 while the gate runs torch 2.13. The tests therefore start one subprocess with that
-venv's python (``python -m tilegate.sglang_cpu SPEC.json OUT.json``), which tokenizes the prompts
-once, runs the FP32 transformers reference on those ids, serves the (trained) tiny Llama-3 with
-each backend asked for, one engine at a time, and writes everything as JSON:
+Runs in SGLang's python (.venv-sglang on a CPU machine, the runner's on the MI300X), started by
+tilegate.harness.sglang_driver. It serves the model with each backend of the spec, one engine at
+a time, compares nothing itself, and writes everything as JSON (tilegate.harness.sglang_protocol):
 
   reference     the FP32 Hugging Face greedy tokens per prompt, with each step's top-k logprobs
   generations   greedy token ids per backend and prompt, with each step's top-k logprobs
-  errors        per broken configuration: the exception SGLang's engine start raised
-  markers       what the plugin and the backend wrote in each SGLang process (pid, mode, class)
-
-Driver side (the gate's python): ``venv_python``, ``missing_reason``, ``EngineRun``.
-Child side (the venv's python): ``main``; imports SGLang only there.
+  errors        per broken configuration: what SGLang's engine start said
+  markers       what the instrumented plugin and backend recorded in each SGLang process
 """
 
 from __future__ import annotations
@@ -24,121 +19,19 @@ import sys
 import time
 from pathlib import Path
 
-from tilegate import REPO_ROOT
-
-VENV = Path(os.environ.get("TILEGATE_SGLANG_VENV", REPO_ROOT / ".venv-sglang"))
-INSTALL_HINT = "run scripts/install-sglang-cpu.sh"
-
-
-def venv_python() -> Path:
-    return VENV / "bin" / "python"
-
-
-def missing_reason() -> str | None:
-    """One line naming what is missing, or None when the SGLang CPU venv is there. Only the
-    venv's absence is a reason to skip: a venv that is there but broken fails the tests."""
-    if not venv_python().exists():
-        return f"SGLang CPU venv missing: {INSTALL_HINT}"
-    return None
-
-
-def child_env(marker_dir: Path, extra: dict | None = None, *, cpu: bool = True) -> dict:
-    """The child's environment. ``cpu``: SGLang's CPU engine with the backend in reference mode
-    (this machine); otherwise the GPU engine with the backend in kernel mode (the MI300X runner)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILEGATE_BACKEND_", "SGLANG_"))}
-    env |= {
-        "HF_HUB_OFFLINE": "1",  # never the hub: the model is built locally or is a local checkpoint
-        "TRANSFORMERS_OFFLINE": "1",
-        "TILEGATE_BACKEND_MODE": "reference" if cpu else "kernel",
-        "TILEGATE_SGLANG_MARKER_DIR": str(marker_dir),
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    if cpu:
-        env |= {
-            "SGLANG_USE_CPU_ENGINE": "1",  # SGLang's CPU platform (torch sees no GPU here)
-            # One intra-op thread per process: on the 2-core CI machine torch's thread pool makes each
-            # tiny matmul take ~8 ms instead of ~5 us (the reference backend's decode went from 13 s to
-            # 0.4 s), and the engine's processes and the other xdist worker share those cores anyway.
-            "OMP_NUM_THREADS": "1",
-        }
-        env.pop("PYTHONPATH", None)  # the venv's editable install provides tilegate
-    return env | (extra or {})
-
-
-class EngineRun:
-    """One run of the child per pytest run, shared through files in ``workdir`` by every xdist
-    worker: whoever comes first (``start``, under a file lock) launches it in the background, as
-    early as collection, so that its ~2 minutes of engine start-ups overlap the rest of the suite;
-    ``result`` waits for it. The child runs under ``sh`` so its exit code lands in a file that any
-    worker can read, whichever started it. A failed run raises, with the log's tail, in every test
-    that asks: never a skip. ``python`` and ``cpu``: the CPU venv by default; the MI300X tests pass
-    the gate's own python (SGLang's ROCm build in the system site-packages) and cpu=False."""
-
-    def __init__(self, workdir: Path, spec: dict, *, python: Path | None = None, cpu: bool = True):
-        self.workdir, self.spec = Path(workdir), spec
-        self.python, self.cpu = Path(python or venv_python()), cpu
-        self.out, self.exit_file, self.log = self.workdir / "result.json", self.workdir / "exit-code", \
-            self.workdir / "child.log"
-
-    def start(self) -> None:
-        from filelock import FileLock
-
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.workdir / "start.lock")):
-            started = self.workdir / "started"
-            if started.exists():
-                return
-            markers = self.workdir / "markers"
-            markers.mkdir(exist_ok=True)
-            spec_path = self.workdir / "spec.json"
-            spec_path.write_text(json.dumps(self.spec, indent=2))
-            with open(self.log, "w") as log:
-                proc = subprocess.Popen(
-                    ["sh", "-c", '"$0" -m tilegate.sglang_cpu "$1" "$2"; echo $? > "$3"', str(self.python),
-                     str(spec_path), str(self.out), str(self.exit_file)],
-                    cwd=self.workdir, env=child_env(markers, cpu=self.cpu), stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True)
-            started.write_text(json.dumps({"time": time.time(), "pgid": proc.pid}))
-
-    def result(self, timeout: float = 900) -> dict:
-        self.start()
-        t0 = json.loads((self.workdir / "started").read_text())["time"]
-        while not self.exit_file.exists():
-            if time.time() - t0 > timeout:
-                raise TimeoutError(f"SGLang runner still running after {timeout:.0f} s (log {self.log})")
-            time.sleep(0.5)
-        code = self.exit_file.read_text().strip()
-        if code != "0" or not self.out.exists():
-            raise RuntimeError(f"SGLang runner exited {code} (log {self.log}):\n{self.log.read_text()[-6000:]}")
-        result = json.loads(self.out.read_text())
-        result["driver"] = {"pid": os.getpid(), "wall_s": self.out.stat().st_mtime - t0, "log": str(self.log)}
-        return result
-
-
-    def stop_if_running(self) -> None:
-        """End the run's process group if it is still going (a pytest run that ended early)."""
-        import signal
-
-        started = self.workdir / "started"
-        if started.exists() and not self.exit_file.exists():
-            try:
-                os.killpg(json.loads(started.read_text())["pgid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-
-
-# --------------------------------------------------------------------------------------------
-# child side: runs in .venv-sglang
+from tilegate.harness import sglang_protocol as proto
 
 
 def _read_markers(folder: Path) -> dict:
-    out = {"registered_pids": [], "backend": []}
+    """Each SGLang process's records (tilegate.harness.sglang_instrumented): where the plugin
+    registered, and each backend built and the first extend and decode it served."""
+    out: dict = {"registered_pids": [], "backend": []}
     for path in sorted(folder.iterdir()):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
         if path.name.startswith("registered-"):
-            out["registered_pids"].append(int(path.name.split("-", 1)[1]))
+            out["registered_pids"] += [r["pid"] for r in records]
         elif path.name.startswith("backend-"):
-            out["backend"] += [json.loads(line) for line in path.read_text().splitlines() if line]
+            out["backend"] += records
     return out
 
 
@@ -192,7 +85,7 @@ def _fp32_reference(model: str, ids: list[list[list[int]]], max_new_tokens: int,
     """Hugging Face transformers, FP32, sdpa attention: greedy with the top-k of every step."""
     import torch
 
-    from tilegate.hf_runner import HfRunner
+    from tilegate.harness.hf_runner import HfRunner
 
     with HfRunner(model, torch.float32, "sdpa", device) as ref:
         out = []
@@ -227,8 +120,8 @@ def _start_broken(spec_name: str) -> int:
     from tilegate.fixtures import tiny_llama
 
     # context 1024: the broken variants keep the random model's 2048 positions
-    engine = _engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang",
-                     **(ENGINE_DEFAULTS | {"context_length": 1024}))
+    kw: dict = ENGINE_DEFAULTS | {"context_length": 1024}
+    engine = _engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang", **kw)
     print("TILEGATE: engine started", flush=True)
     engine.shutdown()
     return 0
@@ -237,7 +130,7 @@ def _start_broken(spec_name: str) -> int:
 def _start_broken_process(label: str, spec_name: str, workdir: Path):
     log_path = workdir / f"broken-{label}.log"
     log = open(log_path, "w")  # noqa: SIM115  # closed by _collect_broken, after the process ends
-    proc = subprocess.Popen([sys.executable, "-m", "tilegate.sglang_cpu", "--start-broken", spec_name],
+    proc = subprocess.Popen([sys.executable, "-m", "tilegate.harness.sglang_child", "--start-broken", spec_name],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, log, log_path, time.monotonic()
 
@@ -255,24 +148,25 @@ def _collect_broken(proc, log, log_path: Path, t0: float) -> dict:
 
 def main(argv: list[str]) -> int:
     """spec.json: {"model": "trained", "rounds": [[prompt, ...], ...], "max_new_tokens": N, "top_k": K,
-    "backends": ["torch_native", "tilelang", "tilelang:planted-scale"], "reference": true,
+    "backends": ["torch_native", "tilelang-reference", "tilelang-reference-planted-stale_kv"], "reference": true,
     "broken": {"head-dim-32": "TINY_LLAMA_HEAD_DIM_32"}, "device": "cpu", "dtype": "float32",
     "engine_kwargs": {...}}. Each round is one batched generate call on the same engine, so a
     later round whose prompts extend an earlier one's reaches SGLang's radix cache: an extend
     over a cached prefix. "reference" adds the FP32 transformers run of the same prompt ids
     (before the engines, so on a GPU it has the memory to itself). Backend "default": SGLang's
-    own choice for the platform. Each broken model is started in a process of its own."""
+    own choice for the platform; the tilelang-reference names are the instrumented plugin's
+    (tilegate.harness.sglang_instrumented). Each broken model is started in a process of its own."""
     if argv[0] == "--start-broken":
         return _start_broken(argv[1])
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(spec_path.read_text())
-    marker_dir = Path(os.environ["TILEGATE_SGLANG_MARKER_DIR"])
+    marker_dir = Path(os.environ[proto.MARKER_DIR_ENV])
     device, top_k, new = spec.get("device", "cpu"), spec.get("top_k", 5), spec["max_new_tokens"]
 
     t0 = time.monotonic()
     model = _model_path(spec.get("model", "tiny"))
     ids = _prompt_ids(model, spec["rounds"])
-    result = {"pid": os.getpid(), "model": model, "prompt_ids_len": [[len(p) for p in r] for r in ids],
+    result: dict = {"pid": os.getpid(), "model": model, "prompt_ids_len": [[len(p) for p in r] for r in ids],
               "generations": {}, "errors": {}, "timings": {"model_s": time.monotonic() - t0}}
     if spec.get("reference"):
         t0 = time.monotonic()
@@ -280,19 +174,13 @@ def main(argv: list[str]) -> int:
         result["timings"]["reference_s"] = time.monotonic() - t0
     kw = (ENGINE_DEFAULTS if device == "cpu" else {}) | spec.get("engine_kwargs", {})
     for backend in spec.get("backends", []):
-        # "tilelang:planted-scale": the tilelang backend with a planted bug (the comparison's self-test);
-        # the spawned scheduler inherits the variable
-        name, _, bug = backend.partition(":planted-")
-        os.environ.pop("TILEGATE_BACKEND_PLANTED_BUG", None)
-        if bug:
-            os.environ["TILEGATE_BACKEND_PLANTED_BUG"] = bug
         t0 = time.monotonic()
-        engine = _engine(model, None if name == "default" else name, device=device,
+        engine = _engine(model, None if backend == "default" else backend, device=device,
                          dtype=spec.get("dtype", "float32"), **kw)
         t1 = time.monotonic()
         try:
             result["generations"][backend] = [_generate(engine, prompts, new, top_k) for prompts in ids]
-            if name == "default":
+            if backend == "default":
                 result["default_backend"] = engine.server_args.attention_backend
         finally:
             engine.shutdown()
