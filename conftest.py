@@ -4,7 +4,7 @@ Skips are decided here from markers and nowhere else:
   gpu    needs a ROCm or CUDA device
   rocm   needs a gfx942 (MI300X) device under ROCm
   cuda   needs a CUDA device
-  llama3 needs --llama3-path / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
+  llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
@@ -20,11 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from tilegate import tilelang_versions
-from tilegate.builder import KernelBuilder
-from tilegate.paths import REPO_ROOT
-from tilegate.platform import detect
-from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines
+from tilegate import gpu_workers
+
+# An xdist worker takes its GPU before anything below can initialise the device.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    gpu_workers.pin_worker(os.environ["PYTEST_XDIST_WORKER"])
+
+from tilegate import tilelang_versions  # noqa: E402
+from tilegate.builder import KernelBuilder  # noqa: E402
+from tilegate.paths import REPO_ROOT  # noqa: E402
+from tilegate.platform import detect  # noqa: E402
+from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines  # noqa: E402
+from tilegate.watchdog import report_path, reports  # noqa: E402
 
 NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
@@ -55,8 +62,15 @@ RUN_DIR_ENV = "TILEGATE_RUN_DIR"  # one folder per pytest run, shared by its xdi
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[NO_GPU_TEST_PASSED] = False
-    if not hasattr(config, "workerinput"):  # the controller, before xdist starts its workers: they inherit it
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist), before any worker starts: they inherit both
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="tilegate-run-")
+        gpu_workers.controller_setup()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: runs without xdist must not fail on it
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: TILEGATE_WORKERS_PER_GPU workers for each GPU of the node, else one per CPU."""
+    return gpu_workers.workers_for(gpu_workers.controller_setup())
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -80,7 +94,7 @@ def _skip_reason(item: pytest.Item) -> str | None:
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test
     if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
-        return "no Meta-Llama-3 checkpoint: pass --llama3-path or set TILEGATE_LLAMA3_PATH"
+        return "no Meta-Llama-3 checkpoint: pass --llama3-path=DIR or set TILEGATE_LLAMA3_PATH"
     if item.get_closest_marker("sglang"):
         from tilegate.harness.sglang_protocol import missing_reason
 
@@ -112,7 +126,39 @@ def sglang_engines(request: pytest.FixtureRequest) -> dict:
     return _sglang_engine_run().result()
 
 
+# Every GPU test (and any test marked deadline) has one (tilegate/watchdog.py): a hung kernel fails
+# its test, not the run.
+GPU_TEST_TIMEOUT_S = float(os.environ.get("TILEGATE_GPU_TEST_TIMEOUT", 900))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    marker = item.get_closest_marker("deadline")
+    if "gpu" not in item.keywords and marker is None:
+        return (yield)
+    from tilegate.runtime import last_launch
+    from tilegate.watchdog import Deadline
+
+    seconds = marker.args[0] if marker else GPU_TEST_TIMEOUT_S
+    with Deadline(seconds, item.nodeid, lambda: last_launch["kernel"], _watchdog_dir()):
+        return (yield)
+
+
+def _watchdog_dir() -> Path:
+    return Path(os.environ[RUN_DIR_ENV]) / "watchdog"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first: tests marked slow (32k cases, the planted hang) start before the rest, so
+    that xdist's workers, and a node's GPUs, finish together instead of waiting on one of them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept otherwise
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # xdist hands a crashed worker's whole group to its replacement, the hung test included
+    hung = report_path(_watchdog_dir(), item.nodeid)
+    if hung.exists():
+        pytest.fail(f"hung earlier in this run and was ended by the watchdog ({hung}): not run again", pytrace=False)
     reason = _skip_reason(item)
     if reason:
         pytest.skip(reason)
@@ -137,7 +183,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(
             f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
     artifacts = Path(config.getoption("--artifacts"))
-    for title, lines in (("gfx942 ISA summary", isa_summary_lines(artifacts)),
+    for title, lines in (("hung tests (ended by the watchdog)", reports(_watchdog_dir())),
+                         ("gfx942 ISA summary", isa_summary_lines(artifacts)),
                          ("numerics, memory and drift summary", runtime_summary_lines(artifacts)),
                          ("token agreement summary", agreement_summary_lines(artifacts))):
         if lines:

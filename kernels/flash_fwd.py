@@ -29,6 +29,7 @@ DEFECTS = (
     "wrong_scale",  # softmax scale 1/sqrt(d) * 1.05 (numerics tier)
     "causal_off_by_one",  # each query also sees the next key (numerics tier)
     "drop_last_block",  # the last partial key block is skipped (numerics tier)
+    "hang",  # a loop that does not end in any test's lifetime (the GPU tiers' deadline)
 )
 
 
@@ -53,6 +54,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
         log2_scale *= 1.05
     sees_next_key = 1 if defect == "causal_off_by_one" else 0
     drop_last = defect == "drop_last_block"
+    hang = defect == "hang"
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(scalar_gemm, policy)
@@ -106,6 +108,11 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                 T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
 
+            if hang:  # ~2^60 dependent updates of a value the kernel then stores: never optimised away
+                for _spin in T.serial(1 << 30):
+                    for _spin2 in T.serial(1 << 30):
+                        for i, j in T.Parallel(block_m, head_dim):
+                            out_acc[i, j] = out_acc[i, j] * 0.5 + 1.0
             for i, j in T.Parallel(block_m, head_dim):
                 out_acc[i, j] /= row_sum[i]
             T.copy(out_acc, o_tile)

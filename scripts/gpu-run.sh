@@ -16,6 +16,8 @@ else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 # One xdist group per compiled kernel (--dist loadgroup): each kernel compiles once, on one worker.
+# -n auto: TILEGATE_WORKERS_PER_GPU (default 8) workers on each visible GPU, each worker pinned to
+# one (tilegate/gpu_workers.py); TILEGATE_WORKERS overrides the total.
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-m "numerics or drift")
-exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-8}" --dist loadgroup --require-gpu "${args[@]}"
+exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-auto}" --dist loadgroup --require-gpu "${args[@]}"

@@ -47,6 +47,7 @@ def test_smoke_subset_covers_every_kernel():
 @pytest.mark.compile
 @pytest.mark.isa
 @pytest.mark.tilelang_venv("0.1.12")
+@pytest.mark.slow  # the longest CPU test: scheduled first (conftest.py)
 def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, update_golden):
     """The compile + ISA tiers (smoke subset; TILEGATE_TL012_SCOPE=full for all) in .venv-tl012:
     every selected test must pass there, golden snapshots included (a missing one fails here).

@@ -3,10 +3,14 @@
 Two cache levels: in memory for the session (per xdist worker), and on disk across
 runs. The lowered-source key is the kernel's TIR script, the target and the TileLang
 version, so any change to a kernel factory misses the cache.
+
+A lowered entry (``lowered/<key>.json``) embeds the sha256 of its fields and is written aside,
+then renamed into place; one that does not parse or match its checksum is discarded and relowered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -15,7 +19,7 @@ from pathlib import Path
 import tilelang
 
 from tilegate import lowering
-from tilegate.codeobj import CodeObject, atomic_write, build_code_object
+from tilegate.codeobj import CACHE_FORMAT, CodeObject, atomic_write, build_code_object, warn_discarded
 from tilegate.isa import IsaReport, read_code_object
 from tilegate.kernels.registry import KernelCase
 from tilegate.toolchain import find_toolchain
@@ -26,6 +30,32 @@ class Lowered:
     source: str
     lds_bytes: int
     symbol: str
+
+
+LOWERED_FIELDS = tuple(f.name for f in dataclasses.fields(Lowered))
+
+
+def _checksum(fields: dict) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _load_lowered(path: Path) -> Lowered | None:
+    """The entry at ``path``; None when there is none, or when it is damaged (then it is discarded)."""
+    try:
+        entry = json.loads(path.read_bytes())
+        fields = {name: entry[name] for name in LOWERED_FIELDS}
+        if entry["sha256"] == _checksum(fields):
+            return Lowered(**fields)
+        why = "its content does not match its sha256"
+    except FileNotFoundError:
+        return None
+    except KeyError as exc:
+        why = f"field {exc} is missing"
+    except (ValueError, TypeError) as exc:  # truncated or garbled JSON, or not an object
+        why = f"unreadable: {type(exc).__name__}: {exc}"
+    warn_discarded(path, why)
+    path.unlink(missing_ok=True)  # at worst another worker's fresh entry: that costs a relowering, no more
+    return None
 
 
 class KernelBuilder:
@@ -41,14 +71,15 @@ class KernelBuilder:
 
     def _lower_cached(self, case: KernelCase) -> Lowered:
         func = case.prim_func()
-        key = hashlib.sha256(f"{tilelang.__version__}\0{case.target}\0{func.script()}".encode()).hexdigest()[:24]
-        path = self.cache_dir / "lowered" / f"{key}.json"
-        if path.is_file():
-            return Lowered(**json.loads(path.read_text()))
-        source, lds, symbol = lowering.lower(func, case.target)
-        result = Lowered(source, lds, symbol)
+        key = f"{CACHE_FORMAT}\0{tilelang.__version__}\0{case.target}\0{func.script()}"
+        path = self.cache_dir / "lowered" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        cached = _load_lowered(path)
+        if cached is not None:
+            return cached
+        result = Lowered(*lowering.lower(func, case.target))
+        fields = dataclasses.asdict(result)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(result.__dict__).encode())
+        atomic_write(path, json.dumps({**fields, "sha256": _checksum(fields)}).encode())
         return result
 
     def code_object(self, case: KernelCase) -> CodeObject:

@@ -132,6 +132,7 @@ def runtime_summary_lines(artifacts: Path) -> list[str]:
     for f in sorted((artifacts / DRIFT_DIR).glob("*.json")):
         lines.append(f"drift {f.stem} (mean error relative to |ref|; 'x base' = ratio to plain torch in the same dtype):")
         lines += ["  " + line for line in json.loads(f.read_text())["table"]]
+        lines.append(f"  plot: {f.with_suffix('.png')}")
     return lines
 
 

@@ -16,6 +16,9 @@ from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
 from tilegate.references.dtypes import TORCH_DTYPES
 
+# What this process launched last, for the hang watchdog's message (tilegate.watchdog).
+last_launch: dict[str, str | None] = {"kernel": None}
+
 
 @functools.cache
 def compiled(factory, shape: AttentionShape, cfg, **options):
@@ -25,6 +28,14 @@ def compiled(factory, shape: AttentionShape, cfg, **options):
     cfg.validate(TARGETS[local_target()], shape)
     tilelang_target = "hip" if detect().kind == "rocm" else "cuda"
     return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=tilelang_target)
+
+
+def launch(factory, shape: AttentionShape, cfg, *tensors, **options) -> None:
+    """Compile (once) and run ``factory``'s kernel on ``tensors``, noting which kernel it was."""
+    kernel = compiled(factory, shape, cfg, **options)
+    extra = "".join(f" {k}={v}" for k, v in options.items() if v is not None)
+    last_launch["kernel"] = f"{factory.__name__} {shape.name} {cfg.name}{extra}"
+    kernel(*tensors)
 
 
 def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -51,5 +62,5 @@ def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, d
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)
-    compiled(flash_fwd, shape, cfg, defect=defect)(q, k, v, out)
+    launch(flash_fwd, shape, cfg, q, k, v, out, defect=defect)
     return out

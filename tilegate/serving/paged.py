@@ -17,7 +17,7 @@ from tilegate.kernels.paged_extend import paged_extend as paged_extend_factory
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.dtypes import dtype_name
-from tilegate.runtime import compiled
+from tilegate.runtime import launch
 
 INT32_MAX = 2**31 - 1
 
@@ -69,7 +69,7 @@ def paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, ex
     starts = (torch.cumsum(new, 0) - new).to(torch.int32)
     cfg = cfg or default_config(local_target(), shape.head_dim, EXTEND_TABLES)
     out = torch.empty_like(q)
-    compiled(paged_extend_factory, shape, cfg, softmax_scale=scale)(q, k_pool, v_pool, r2t, req, lens, new, starts, out)
+    launch(paged_extend_factory, shape, cfg, q, k_pool, v_pool, r2t, req, lens, new, starts, out, softmax_scale=scale)
     return out
 
 
@@ -83,7 +83,7 @@ def paged_decode(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, sc
     batch, heads, dim = q.shape
     o_part = torch.empty(batch, heads, cfg.num_splits, dim, dtype=torch.float32, device=dev)
     lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=dev)
-    compiled(paged_decode_split, shape, cfg, softmax_scale=scale)(q, k_pool, v_pool, r2t, req, lens, o_part, lse)
+    launch(paged_decode_split, shape, cfg, q, k_pool, v_pool, r2t, req, lens, o_part, lse, softmax_scale=scale)
     out = torch.empty_like(q)
-    compiled(paged_decode_combine, shape, cfg)(o_part, lse, out)
+    launch(paged_decode_combine, shape, cfg, o_part, lse, out)
     return out

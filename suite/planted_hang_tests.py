@@ -1,0 +1,53 @@
+"""Not collected by default (no test_ prefix): suite/test_watchdog.py runs this module under xdist
+to prove that a hung test fails in time, named with its kernel, and the rest of the run completes:
+on a GPU with a kernel that never ends, on any machine with a test blocked in C code."""
+
+import time
+
+import pytest
+import torch
+
+from tilegate.kernels.configs import default_config
+from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.problem import AttentionShape
+from tilegate.platform import local_target
+from tilegate.runtime import compiled, flash_attention
+
+SHAPE = AttentionShape(8, 8, 64, True, "float16")
+HANG_DEADLINE_S = 20
+
+
+def _qkv():
+    return [torch.randn(1, 64, 8, 64, device="cuda", dtype=torch.float16) for _ in range(3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.xdist_group("planted-hang")
+def test_compile_the_planted_hang():  # first, on the same worker: compiling is not the hang
+    assert compiled(flash_fwd, SHAPE, default_config(local_target(), 64), defect="hang") is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.xdist_group("planted-hang")
+@pytest.mark.deadline(HANG_DEADLINE_S)
+def test_planted_hang():
+    flash_attention(SHAPE, default_config(local_target(), 64), *_qkv(), defect="hang")
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.xdist_group("healthy")
+def test_a_healthy_call_after_the_hang():
+    out = flash_attention(SHAPE, default_config(local_target(), 64), *_qkv())
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.xdist_group("stuck")
+@pytest.mark.deadline(3)
+def test_stuck_in_c_code():  # blocked outside Python, as a thread waiting on the device is
+    time.sleep(120)
+
+
+@pytest.mark.xdist_group("after-stuck")
+def test_runs_beside_the_stuck_one():
+    assert sum(range(10)) == 45

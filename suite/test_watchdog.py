@@ -1,0 +1,65 @@
+"""The GPU tiers' deadline (tilegate/watchdog.py): a hung test fails in time, named with its kernel."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tilegate.paths import REPO_ROOT
+from tilegate.watchdog import EXIT_CODE
+
+
+def test_deadline_ends_a_process_stuck_outside_python():
+    # time.sleep blocks in C, as a device synchronisation does: only another thread can act
+    code = ("import time; from tilegate.watchdog import Deadline\n"
+            "with Deadline(1, 'suite/x.py::test_stuck', lambda: 'flash_fwd causal-mha8-d64-fp16 m64n64w4'):\n"
+            "    time.sleep(60)\n")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == EXIT_CODE, proc.stderr
+    assert time.monotonic() - start < 30
+    assert ("tilegate watchdog: suite/x.py::test_stuck still running after 1 s "
+            "(last kernel launched: flash_fwd causal-mha8-d64-fp16 m64n64w4)") in proc.stderr
+    assert "time.sleep(60)" in proc.stderr or "<string>" in proc.stderr  # the stuck thread's stack
+
+
+def _run_planted(tmp_path, selection: str) -> str:
+    """suite/planted_hang_tests.py under xdist, as a fresh gate run of its own; its terminal output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "TILEGATE_GPU_IDS"))}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "--dist", "loadgroup",
+                           "-p", "no:cacheprovider", "-p", "no:benchmark", f"--artifacts={tmp_path}", "-k", selection,
+                           "suite/planted_hang_tests.py"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=500)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    return proc.stdout
+
+
+def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
+    start = time.monotonic()
+    out = _run_planted(tmp_path, "stuck or beside")
+    # the node id may carry xdist's group suffix (test_stuck_in_c_code@stuck)
+    assert "tilegate watchdog: suite/planted_hang_tests.py::test_stuck_in_c_code" in out, out[-3000:]
+    assert "still running after 3 s (last kernel launched: none)" in out, out[-3000:]
+    assert "crashed while running 'suite/planted_hang_tests.py::test_stuck_in_c_code" in out, out[-3000:]
+    # the crash fails it, and its retry (xdist re-sends a crashed worker's group) errors at setup
+    assert "1 failed, 1 passed, 1 error" in out, out[-3000:]  # and the other test ran and passed
+    assert "hung earlier in this run and was ended by the watchdog" in out, out[-3000:]
+    assert time.monotonic() - start < 100
+
+
+@pytest.mark.gpu
+@pytest.mark.slow  # minutes: scheduled first (conftest.py)
+@pytest.mark.deadline(600)
+def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
+    start = time.monotonic()
+    out = _run_planted(tmp_path, "planted_hang or healthy")
+    assert "tilegate watchdog: suite/planted_hang_tests.py::test_planted_hang" in out, out[-3000:]
+    assert ("still running after 20 s (last kernel launched: flash_fwd causal-mha8-d64-fp16" in out
+            and "defect=hang" in out), out[-3000:]
+    assert "crashed while running 'suite/planted_hang_tests.py::test_planted_hang" in out, out[-3000:]
+    # the crash, its refused retry; the healthy tests pass (the compile step may be re-sent too)
+    assert re.search(r"\b1 failed, [23] passed, 1 error\b", out), out[-3000:]
+    assert time.monotonic() - start < 400
