@@ -14,7 +14,8 @@ def test_documented_path_form_works_with_existing_folders(tmp_path):
     folders = {option: tmp_path / option.strip("-") for option in PATH_OPTIONS}
     for folder in folders.values():
         folder.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+    # -n 0, not -p no:xdist: xdist registers the xdist_group marker that --strict-markers asks for
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q",
                            "--co", "-m", "e2e", *(f"{option}={folder}" for option, folder in folders.items())],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
