@@ -126,8 +126,8 @@ def sglang_engines(request: pytest.FixtureRequest) -> dict:
     return _sglang_engine_run().result()
 
 
-# Every GPU test (and any test marked deadline) has one (tilegate/watchdog.py): a hung kernel fails
-# its test, not the run.
+# Every GPU test, and any test marked deadline, runs under a deadline (tilegate/watchdog.py): a hung
+# kernel fails its own test, not the whole run.
 GPU_TEST_TIMEOUT_S = float(os.environ.get("TILEGATE_GPU_TEST_TIMEOUT", 900))
 
 
