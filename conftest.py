@@ -8,6 +8,7 @@ Skips are decided here from markers and nowhere else:
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
+  sanitize, counters  opt-in tiers (slow, need a profiling tool): run only when -m names them
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an
 error with the install command in it.
 """
@@ -27,7 +28,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     gpu_workers.pin_worker(os.environ["PYTEST_XDIST_WORKER"])
 
 from tilegate import tilelang_versions  # noqa: E402
-from tilegate.builder import KernelBuilder  # noqa: E402
 from tilegate.paths import REPO_ROOT  # noqa: E402
 from tilegate.platform import detect  # noqa: E402
 from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines  # noqa: E402
@@ -47,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="rewrite the committed ISA golden snapshots from this run instead of comparing")
     group.addoption("--require-gpu", action="store_true",
                     help="fail the run unless at least one GPU test passed (GPU runners set this)")
+    group.addoption("--update-counter-baseline", action="store_true",
+                    help="record this run's hardware counters as the device's baseline (suite/baselines/counters/)")
     group.addoption("--llama3-path", default=os.environ.get("TILEGATE_LLAMA3_PATH"),
                     help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
                          "(default: $TILEGATE_LLAMA3_PATH)")
@@ -78,8 +80,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         clear_run_artifacts(Path(session.config.getoption("--artifacts")))
 
 
+OPT_IN_TIERS = ("sanitize", "counters")
+
+
 def _skip_reason(item: pytest.Item) -> str | None:
     plat = detect()
+    for tier in OPT_IN_TIERS:
+        if item.get_closest_marker(tier) and tier not in (item.config.getoption("markexpr") or ""):
+            return f"opt-in tier: select it with -m {tier}"
     if item.get_closest_marker("rocm") and not (plat.kind == "rocm" and plat.arch == "gfx942"):
         return f"no gfx942 ROCm device (have {plat.describe()}): gfx942 runtime checks need an MI300X runner"
     if item.get_closest_marker("cuda") and plat.kind != "cuda":
@@ -93,6 +101,16 @@ def _skip_reason(item: pytest.Item) -> str | None:
     tilelang_venv = item.get_closest_marker("tilelang_venv")
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test
+    if item.get_closest_marker("sanitize") and plat.kind == "cuda":
+        from tilegate.harness.sanitizer import find_compute_sanitizer
+
+        if find_compute_sanitizer() is None:
+            return "no compute-sanitizer (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the CUDA toolkit's sanitizer is needed"
+    if item.get_closest_marker("counters") and plat.has_gpu:
+        from tilegate.harness.counters import missing_profiler
+
+        if reason := missing_profiler(plat.kind):
+            return reason
     if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
         return "no Meta-Llama-3 checkpoint: pass --llama3-path=DIR or set TILEGATE_LLAMA3_PATH"
     if item.get_closest_marker("sglang"):
@@ -199,14 +217,18 @@ def platform():
 
 
 @pytest.fixture(scope="session")
-def builder(request: pytest.FixtureRequest) -> KernelBuilder:
+def builder(request: pytest.FixtureRequest):
     """The session's compiled-kernel cache (one per xdist worker, backed by the disk cache)."""
+    from tilegate.builder import KernelBuilder  # imports TileLang: only where a test builds
+
     return KernelBuilder(Path(request.config.getoption("--tilegate-cache")))
 
 
 @pytest.fixture
-def fresh_builder(tmp_path: Path) -> KernelBuilder:
+def fresh_builder(tmp_path: Path):
     """An empty cache, for tests of the cache itself."""
+    from tilegate.builder import KernelBuilder
+
     return KernelBuilder(tmp_path / "cache")
 
 

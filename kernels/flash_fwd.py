@@ -30,7 +30,21 @@ DEFECTS = (
     "causal_off_by_one",  # each query also sees the next key (numerics tier)
     "drop_last_block",  # the last partial key block is skipped (numerics tier)
     "hang",  # a loop that does not end in any test's lifetime (the GPU tiers' deadline)
+    "race",  # no barrier between the output tile's shared-memory writes and other threads' reads (racecheck)
+    "read_past_seq_k",  # K tiles read with no bound check: the last partial block reads past seq_k (memcheck)
 )
+
+# TileLang inserts the barriers and bound checks these two defects are about; these pass
+# configs switch that off for the defect's own build (the planted kernel only).
+DEFECT_PASS_CONFIGS = {
+    "race": {"tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
+    "read_past_seq_k": {"tl.disable_safe_memory_legalize": True},
+}
+
+
+def defect_pass_configs(defect: str | None) -> dict:
+    """The TileLang pass configs a planted defect's build needs (none for a healthy kernel)."""
+    return DEFECT_PASS_CONFIGS.get(defect or "", {})
 
 
 def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = None):
@@ -55,6 +69,8 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     sees_next_key = 1 if defect == "causal_off_by_one" else 0
     drop_last = defect == "drop_last_block"
     hang = defect == "hang"
+    race = defect == "race"
+    unguarded_k = defect == "read_past_seq_k"
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(scalar_gemm, policy)
@@ -95,7 +111,11 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                 n_blocks = key_blocks
 
             for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
+                if unguarded_k:  # element by element, so no bulk copy clips the tail block
+                    for i, j in T.Parallel(block_n, head_dim):
+                        k_tile[i, j] = K[b, kb * block_n + i, kv_head, j]
+                else:
+                    T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
                 for i, j in T.Parallel(block_m, block_n):
                     key = kb * block_n + j
                     if causal:
@@ -115,7 +135,13 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                             out_acc[i, j] = out_acc[i, j] * 0.5 + 1.0
             for i, j in T.Parallel(block_m, head_dim):
                 out_acc[i, j] /= row_sum[i]
-            T.copy(out_acc, o_tile)
-            T.copy(o_tile, Out[b, bx * block_m : (bx + 1) * block_m, head, :])
+            if race:  # plain shared stores, then each thread reads rows other threads wrote, no barrier between
+                for i, j in T.Parallel(block_m, head_dim):
+                    o_tile[i, j] = out_acc[i, j]
+                for i, j in T.Parallel(block_m, head_dim):
+                    Out[b, bx * block_m + i, head, j] = o_tile[i, j]
+            else:
+                T.copy(out_acc, o_tile)
+                T.copy(o_tile, Out[b, bx * block_m : (bx + 1) * block_m, head, :])
 
     return flash_fwd_kernel

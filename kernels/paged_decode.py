@@ -19,6 +19,7 @@ from tilegate.kernels.online_softmax import (
     scale_log2,
     softmax_update,
 )
+from tilegate.kernels.paged_gather import gather_rows, load_slots
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -52,6 +53,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             q_tile = T.alloc_shared([block_h, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            slots = T.alloc_shared([block_n], INDEX)
             # P through shared memory: with the columns split across waves, every wave needs all of P.
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
                 block_h, block_n, head_dim, dtype, probs_in_shared=True)
@@ -68,16 +70,13 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             reset_softmax_state(out_acc, row_sum, row_max)
 
             for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                for n, d in T.Parallel(block_n, head_dim):
-                    pos = start + kb * block_n + n
-                    k_tile[n, d] = T.if_then_else(pos < stop, K_pool[req_to_token[req, pos], kv_head, d], 0)
+                load_slots(req_to_token, req, start + kb * block_n, stop, slots)
+                gather_rows(K_pool, slots, kv_head, k_tile)
                 for h, n in T.Parallel(block_h, block_n):
                     scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                for n, d in T.Parallel(block_n, head_dim):
-                    pos = start + kb * block_n + n
-                    v_tile[n, d] = T.if_then_else(pos < stop, V_pool[req_to_token[req, pos], kv_head, d], 0)
+                gather_rows(V_pool, slots, kv_head, v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.

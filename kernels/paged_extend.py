@@ -25,6 +25,7 @@ from tilegate.kernels.online_softmax import (
     scale_log2,
     softmax_update,
 )
+from tilegate.kernels.paged_gather import gather_rows, load_slots
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -58,6 +59,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             q_tile = T.alloc_shared([block_m, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            slots = T.alloc_shared([block_n], INDEX)
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
                 block_m, block_n, head_dim, dtype)
 
@@ -80,9 +82,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             n_blocks = T.if_then_else(bx * block_m < n_new, T.ceildiv(keys, block_n), 0)
 
             for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                for n, d in T.Parallel(block_n, head_dim):
-                    pos = kb * block_n + n
-                    k_tile[n, d] = T.if_then_else(pos < ctx, K_pool[req_to_token[req, pos], kv_head, d], 0)
+                load_slots(req_to_token, req, kb * block_n, ctx, slots)
+                gather_rows(K_pool, slots, kv_head, k_tile)
                 for i, j in T.Parallel(block_m, block_n):
                     key = kb * block_n + j
                     if causal:
@@ -92,9 +93,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                for n, d in T.Parallel(block_n, head_dim):
-                    pos = kb * block_n + n
-                    v_tile[n, d] = T.if_then_else(pos < ctx, V_pool[req_to_token[req, pos], kv_head, d], 0)
+                gather_rows(V_pool, slots, kv_head, v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             for i, d in T.Parallel(block_m, head_dim):

@@ -8,8 +8,29 @@ py=${PYTHON:-python3}
 # gets the CPU build (2.13.0); a GPU runner keeps the ROCm or CUDA torch it has.
 "$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q "torch==2.13.0"
 "$py" -m pip install -q -e ".[test]"
-bash scripts/install-gfx942-toolchain.sh
-# TileLang 0.1.12 (SGLang 0.5.23's pin) in .venv-tl012: the compile + ISA tiers run under it too.
-bash scripts/install-tilelang-venv.sh 0.1.12
-# SGLang 0.5.23 on the CPU in .venv-sglang: the tilelang backend against SGLang's real engine.
-bash scripts/install-sglang-cpu.sh
+
+# The rest is three independent installs, mostly downloads: run them side by side.
+#   the gfx942 cross toolchain (.toolchain/gfx942);
+#   TileLang 0.1.12 (SGLang 0.5.23's pin) in .venv-tl012: the compile + ISA tiers run under it too;
+#   SGLang 0.5.23 on the CPU in .venv-sglang: the tilelang backend against SGLang's real engine.
+logs=$(mktemp -d)
+declare -A pids=()
+start() {  # start NAME CMD...: run CMD in the background, its output in $logs/NAME.log
+  local name=$1; shift
+  "$@" >"$logs/$name.log" 2>&1 &
+  pids[$name]=$!
+}
+start toolchain bash scripts/install-gfx942-toolchain.sh
+start tilelang-0.1.12 bash scripts/install-tilelang-venv.sh 0.1.12
+start sglang bash scripts/install-sglang-cpu.sh
+failed=()
+for name in "${!pids[@]}"; do
+  if ! wait "${pids[$name]}"; then
+    failed+=("$name")
+    echo "setup: $name failed; the end of its log ($logs/$name.log):" >&2
+    tail -n 30 "$logs/$name.log" >&2
+  fi
+done
+[ ${#failed[@]} -eq 0 ] || { echo "setup: failed: ${failed[*]}" >&2; exit 1; }
+cat "$logs"/*.log
+rm -rf "$logs"

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 ISA, NUMERICS, MEMORY, DRIFT, AGREEMENT, PERF = "isa", "numerics", "memory", "drift", "agreement", "perf"
+SANITIZE, COUNTERS = "sanitize", "counters"  # tilegate/harness/sanitizer.py's logs; suite/test_counters.py's tables
 
 
 def records(folder: Path) -> list[tuple[str, object]]:
@@ -115,11 +116,28 @@ def perf_section(root: Path) -> list[str]:
     return ["### Performance", "", *lines] if lines else []
 
 
+def sanitize_section(root: Path) -> list[str]:
+    rows = []
+    for log in sorted((root / SANITIZE).glob("*.log")):
+        verdict = next((ln.strip("= ").strip() for ln in log.read_text(errors="replace").splitlines()
+                        if "ERROR SUMMARY:" in ln or "RACECHECK SUMMARY:" in ln), "no summary line (crashed or timed out)")
+        rows.append([f"`{log.stem}`", verdict])
+    return ["### Sanitizers (compute-sanitizer; `planted-*` runs must report)", "", *table(["run", "verdict"], rows)] if rows else []
+
+
+def counters_section(root: Path) -> list[str]:
+    lines = []
+    for md in sorted((root / COUNTERS).glob("*.md")):
+        lines += [f"#### {md.stem}", "", *md.read_text().splitlines(), ""]
+    return ["### Hardware counters", "", *lines] if lines else []
+
+
 def render(root: Path, shown: str) -> list[str]:
     sections = [isa_section, numerics_section, memory_section,
                 lambda r: text_tables(r, DRIFT, "Drift (mean error relative to |ref|; 'x base' = ratio to plain "
                                       "torch in the same dtype)", shown),
-                lambda r: text_tables(r, AGREEMENT, "Token agreement (greedy, against FP32)"), perf_section]
+                lambda r: text_tables(r, AGREEMENT, "Token agreement (greedy, against FP32)"), perf_section,
+                sanitize_section, counters_section]
     body = []
     for section in sections:
         try:

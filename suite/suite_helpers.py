@@ -25,6 +25,12 @@ from tilegate.runtime import flash_attention
 DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
 
 
+def build_params(cases) -> list:
+    """pytest params for gfx942 builds (KernelCase), one xdist group per build: the compile, ISA
+    and golden tests of one kernel share a worker, so it is lowered and built once per run."""
+    return [pytest.param(case, marks=pytest.mark.xdist_group(f"build-{case.name}"), id=case.name) for case in cases]
+
+
 def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd"):
     """pytest params: every case x every config of every target for its head_dim."""
     params = []

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases
 from tilegate.kernels.configs import TARGETS
@@ -12,7 +13,7 @@ GFX942_CASES = cases("gfx942")
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("case", GFX942_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", build_params(GFX942_CASES))
 def test_lowers_for_gfx942(builder, case):
     lowered = builder.lowered(case)
     src = lowered.source

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import tilelang
+from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
 from tilegate.isa_checks import check_all, rules_broken
@@ -22,7 +23,7 @@ ACC16_CASES = fp16_accum_cases("gfx942")
 
 
 @pytest.mark.isa
-@pytest.mark.parametrize("case", GFX942_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", build_params(GFX942_CASES))
 def test_gfx942_isa(builder, artifacts_dir, case):
     report = builder.isa_report(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
@@ -32,7 +33,7 @@ def test_gfx942_isa(builder, artifacts_dir, case):
 
 
 @pytest.mark.isa
-@pytest.mark.parametrize("case", ACC16_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", build_params(ACC16_CASES))
 def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
     report = builder.isa_report(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
@@ -40,7 +41,7 @@ def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
 
 
 @pytest.mark.isa
-@pytest.mark.parametrize("case", GFX942_CASES + ACC16_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", build_params(GFX942_CASES + ACC16_CASES))
 def test_matches_golden_snapshot(builder, update_golden, case):
     report = builder.isa_report(case)
     toolchain = builder.code_object(case).toolchain

@@ -1,8 +1,10 @@
 """One cached path from (kernel, shape, config, target) to lowered source and code object.
 
 Two cache levels: in memory for the session (per xdist worker), and on disk across
-runs. The lowered-source key is the kernel's TIR script, the target and the TileLang
-version, so any change to a kernel factory misses the cache.
+runs. The lowered-source key is the case (kernel name, shape, config, target), the TileLang
+version and a digest of every kernel source file and of lowering.py: any change to a kernel
+factory misses the cache (so does a change to any other kernel file: cheap to relower, and
+a warm run need not build a prim_func to know its key).
 
 A lowered entry (``lowered/<key>.json``) embeds the sha256 of its fields and is written aside,
 then renamed into place; one that does not parse or match its checksum is discarded and relowered.
@@ -11,6 +13,7 @@ then renamed into place; one that does not parse or match its checksum is discar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -58,6 +61,19 @@ def _load_lowered(path: Path) -> Lowered | None:
     return None
 
 
+@functools.cache
+def sources_digest() -> str:
+    """sha256 over the kernel sources (kernels/*.py) and lowering.py: what a lowered kernel depends
+    on besides its case and TileLang."""
+    import tilegate.kernels
+
+    files = sorted(Path(tilegate.kernels.__path__[0]).glob("*.py")) + [Path(lowering.__file__)]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 class KernelBuilder:
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
@@ -70,13 +86,14 @@ class KernelBuilder:
         return self._lowered[case]
 
     def _lower_cached(self, case: KernelCase) -> Lowered:
-        func = case.prim_func()
-        key = f"{CACHE_FORMAT}\0{tilelang.__version__}\0{case.target}\0{func.script()}"
+        # The case's kernel name names its factory (a planted variant has its own name, KernelCase).
+        key = "\0".join((CACHE_FORMAT, tilelang.__version__, case.target, case.kernel, repr(case.shape), repr(case.cfg),
+                         sources_digest()))
         path = self.cache_dir / "lowered" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         cached = _load_lowered(path)
         if cached is not None:
             return cached
-        result = Lowered(*lowering.lower(func, case.target))
+        result = Lowered(*lowering.lower(case.prim_func(), case.target))
         fields = dataclasses.asdict(result)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps({**fields, "sha256": _checksum(fields)}).encode())

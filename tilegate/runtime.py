@@ -11,7 +11,7 @@ import functools
 import torch
 
 from tilegate.kernels.configs import TARGETS, TileConfig
-from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.flash_fwd import defect_pass_configs, flash_fwd
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
 from tilegate.references.dtypes import TORCH_DTYPES
@@ -19,20 +19,32 @@ from tilegate.references.dtypes import TORCH_DTYPES
 # What this process launched last, for the hang watchdog's message (tilegate.watchdog).
 last_launch: dict[str, str | None] = {"kernel": None}
 
+# TileLang pass configs added to every build of this process. Empty in production and in the
+# numerics tiers; the sanitizer's initcheck child sets {"tl.disable_tma_lower": True}
+# (tilegate/harness/sanitize_child.py says why).
+process_pass_configs: dict[str, object] = {}
+
 
 @functools.cache
-def compiled(factory, shape: AttentionShape, cfg, **options):
-    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session."""
+def _compiled(factory, shape: AttentionShape, cfg, pass_configs: tuple, **options):
     import tilelang
 
     cfg.validate(TARGETS[local_target()], shape)
     tilelang_target = "hip" if detect().kind == "rocm" else "cuda"
-    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=tilelang_target)
+    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=tilelang_target,
+                            pass_configs=dict(pass_configs) or None)
 
 
-def launch(factory, shape: AttentionShape, cfg, *tensors, **options) -> None:
+def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = None, **options):
+    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session, with
+    ``pass_configs`` (a planted defect's) on top of ``process_pass_configs``."""
+    merged = {**process_pass_configs, **(pass_configs or {})}
+    return _compiled(factory, shape, cfg, tuple(sorted(merged.items())), **options)
+
+
+def launch(factory, shape: AttentionShape, cfg, *tensors, pass_configs: dict | None = None, **options) -> None:
     """Compile (once) and run ``factory``'s kernel on ``tensors``, noting which kernel it was."""
-    kernel = compiled(factory, shape, cfg, **options)
+    kernel = compiled(factory, shape, cfg, pass_configs, **options)
     extra = "".join(f" {k}={v}" for k, v in options.items() if v is not None)
     last_launch["kernel"] = f"{factory.__name__} {shape.name} {cfg.name}{extra}"
     kernel(*tensors)
@@ -62,5 +74,5 @@ def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, d
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)
-    launch(flash_fwd, shape, cfg, q, k, v, out, defect=defect)
+    launch(flash_fwd, shape, cfg, q, k, v, out, pass_configs=defect_pass_configs(defect), defect=defect)
     return out

@@ -16,14 +16,13 @@ The tiers' runner under the other version's venv is tilegate.harness.tilelang_ve
 from __future__ import annotations
 
 import os
+from importlib.metadata import version
 from pathlib import Path
-
-import tilelang
 
 from tilegate.paths import REPO_ROOT
 
 SUPPORTED = ("0.1.12", "0.1.15")
-RUNNING = tilelang.__version__
+RUNNING = version("tilelang")  # from its metadata: importing tilelang (and torch) takes seconds
 # Versions checked from a venv of their own, beside the gate's environment.
 VENVS = {"0.1.12": Path(os.environ.get("TILEGATE_TL012_VENV", REPO_ROOT / ".venv-tl012"))}
 TOX_ENVS = {"0.1.12": "cpu-tl012"}  # the same tiers through tox, one venv per version

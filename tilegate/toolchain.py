@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-
-import tilelang
 
 from tilegate.paths import REPO_ROOT
 
@@ -53,7 +52,11 @@ class Toolchain:
 
 
 def tilelang_include_flags() -> list[str]:
-    root = Path(tilelang.__file__).parent
+    # Found without importing tilelang (which imports torch: seconds for a process that only builds).
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None or spec.origin is None:
+        raise ToolchainMissing("tilelang is not installed: its HIP templates are part of every gfx942 build")
+    root = Path(spec.origin).parent
     dirs = [root / "src", root / "src" / "tl_templates" / "hip"]
     ck = root / "3rdparty" / "composable_kernel" / "include"  # TileLang 0.1.12's HIP templates need ck_tile
     if ck.is_dir():

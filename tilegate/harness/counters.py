@@ -1,0 +1,247 @@
+"""Hardware counters of the gate's kernels: read with ncu (NVIDIA) or rocprofv3 (ROCm), reduced
+to a few figures per kernel x config, and judged against a committed per-device baseline.
+
+Figures (NVIDIA):
+  ld_conflicts_per_request  shared-memory bank conflicts per shared load instruction (LSU and ldmatrix)
+  st_conflicts_per_request  the same for stores
+  occupancy_pct             achieved occupancy: active warps as % of the SM's peak
+  dram_pct                  DRAM throughput as % of peak (reported for every kernel, judged for decode)
+Figures (MI300X): ``SQ_LDS_BANK_CONFLICT`` per LDS instruction, wave occupancy, fetched bytes.
+
+Baselines live in suite/baselines/counters/<device>.json, written by --update-counter-baseline.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilegate.paths import REPO_ROOT
+
+BASELINE_DIR = REPO_ROOT / "suite" / "baselines" / "counters"
+
+NCU_METRICS = (
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
+    "smsp__inst_executed_op_ldsm.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__time_duration.sum",
+)
+ROCPROF_COUNTERS = ("SQ_LDS_BANK_CONFLICT", "SQ_INSTS_LDS", "SQ_WAVES", "SQ_BUSY_CYCLES", "FETCH_SIZE")
+
+# How far a figure may move against its baseline before the gate fails, and why that far:
+#  - bank conflicts per request depend only on the code and the launch shape: deterministic up to
+#    rounding, so 10% (+0.02 absolute, for figures near 0) catches a new conflict pattern;
+#  - achieved occupancy and DRAM throughput are sampled while the kernel runs and move a few
+#    percent run to run on a shared machine: 15% below the baseline is a real loss.
+TOLERANCES = {
+    "ld_conflicts_per_request": ("max", 0.10, 0.02),
+    "st_conflicts_per_request": ("max", 0.10, 0.02),
+    "occupancy_pct": ("min", 0.15, 0.0),
+    "dram_pct": ("min", 0.15, 0.0),
+    "lds_conflicts_per_instruction": ("max", 0.10, 0.02),
+}
+JUDGED_DRAM = ("paged_decode_split",)  # bandwidth is the figure of merit for decode only
+
+
+class ProfilerError(RuntimeError):
+    """The profiler ran but gave no counters for the workload."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str  # the gate's kernel name (flash_fwd, paged_extend, paged_decode_split)
+    config: str
+    figures: dict  # figure name -> float, or None where the profiler had no value
+
+    @property
+    def key(self) -> str:
+        return f"{self.kernel}-{self.config}"
+
+
+def device_slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def find_ncu() -> str | None:
+    for candidate in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def missing_profiler(kind: str) -> str | None:
+    """Why this machine's profiler cannot run, or None."""
+    if kind == "cuda" and find_ncu() is None:
+        return "no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin: it reads the NVIDIA counters"
+    if kind == "rocm" and shutil.which("rocprofv3") is None:
+        return "no rocprofv3 on PATH: it reads the MI300X counters (ROCm 6.2+)"
+    return None
+
+
+class CountersNotReadable(ProfilerError):
+    """The profiler runs but may not read counters here (permissions, or a virtualised GPU)."""
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "n/a": the metric does not exist on this GPU
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None:
+        return None
+    return num / den if den else 0.0
+
+
+def ncu_figures(metrics: dict) -> dict:
+    counted = [v for k in ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_ldsm.sum")
+               if (v := metrics.get(k)) is not None]
+    loads = sum(counted) if counted else None
+    return {
+        "ld_conflicts_per_request": _ratio(metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), loads),
+        "st_conflicts_per_request": _ratio(metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+                                           metrics.get("smsp__inst_executed_op_shared_st.sum")),
+        "occupancy_pct": metrics.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
+        "dram_pct": metrics.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+        "time_us": _ratio(metrics.get("gpu__time_duration.sum"), 1000.0),
+    }
+
+
+def parse_ncu_csv(text: str) -> list[dict]:
+    """ncu --csv output -> one {metric: value} per profiled launch, in launch order."""
+    start = text.find('"ID","Process ID"')
+    if start < 0:
+        raise ProfilerError("ncu printed no metrics table")
+    launches: dict[int, dict] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        if not row.get("ID", "").isdigit():
+            continue
+        launches.setdefault(int(row["ID"]), {})[row["Metric Name"]] = _number(row["Metric Value"])
+    return [launches[i] for i in sorted(launches)]
+
+
+def launch_names(stdout: str) -> list[tuple[str, str]]:
+    prefix = "tilegate-counters: launch "
+    return [(words[0], words[1]) for line in stdout.splitlines() if line.startswith(prefix)
+            for words in [line.removeprefix(prefix).split()]]
+
+
+def _child(family: str) -> list[str]:
+    return [sys.executable, "-m", "tilegate.harness.counters_child", family]
+
+
+def _named(names: list[tuple[str, str]], figures: list[dict], what: str) -> list[Launch]:
+    if len(names) != len(figures):
+        raise ProfilerError(f"{what} profiled {len(figures)} launches, the workload made {len(names)}: {names}")
+    return [Launch(kernel, config, f) for (kernel, config), f in zip(names, figures)]
+
+
+def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
+    from tilegate.harness.counters_child import PROFILED
+
+    ncu = find_ncu()
+    if ncu is None:
+        raise ProfilerError("ncu not found on PATH or in /usr/local/cuda/bin")
+    cmd = [ncu, "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", f"regex:{PROFILED}", *_child(family)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    if "ERR_NVGPUCTRPERM" in proc.stdout + proc.stderr:
+        raise CountersNotReadable("ncu may not read GPU counters here (ERR_NVGPUCTRPERM: needs admin or "
+                                  "NVreg_RestrictProfilingToAdminUsers=0)")
+    if proc.returncode or "tilegate-counters: done" not in proc.stdout:
+        raise ProfilerError(f"ncu run of {family} failed (exit {proc.returncode}); log {log}:\n{proc.stderr[-3000:]}")
+    return _named(launch_names(proc.stdout), [ncu_figures(m) for m in parse_ncu_csv(proc.stdout)], f"ncu ({family})")
+
+
+def rocprof_figures(counters: dict) -> dict:
+    return {
+        "lds_conflicts_per_instruction": _ratio(counters.get("SQ_LDS_BANK_CONFLICT"), counters.get("SQ_INSTS_LDS")),
+        "waves": counters.get("SQ_WAVES"),
+        "fetch_bytes": _ratio(counters.get("FETCH_SIZE"), 1 / 1024),  # FETCH_SIZE counts KiB
+    }
+
+
+def parse_rocprof_csv(text: str) -> list[dict]:
+    """rocprofv3's counter_collection.csv -> one {counter: value} per dispatch, in dispatch order."""
+    dispatches: dict[int, dict] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        value = _number(row.get("Counter_Value", ""))
+        slot = dispatches.setdefault(int(row["Dispatch_Id"]), {})
+        slot[row["Counter_Name"]] = slot.get(row["Counter_Name"], 0.0) + (value or 0.0)
+    return [dispatches[i] for i in sorted(dispatches)]
+
+
+def run_rocprof(family: str, out_dir: Path, timeout_s: float = 900) -> list[Launch]:
+    from tilegate.harness.counters_child import PROFILED
+
+    rocprof = shutil.which("rocprofv3")
+    if rocprof is None:
+        raise ProfilerError("rocprofv3 not found on PATH")
+    cmd = [rocprof, "--pmc", *ROCPROF_COUNTERS, "--kernel-include-regex", PROFILED, "--output-format", "csv",
+           "-d", str(out_dir), "-o", family, "--", *_child(family)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    (out_dir / f"{family}.log").write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    tables = sorted(out_dir.rglob("*counter_collection.csv"))
+    if proc.returncode or not tables:
+        raise ProfilerError(f"rocprofv3 run of {family} failed (exit {proc.returncode}); see {out_dir}")
+    figures = [rocprof_figures(c) for c in parse_rocprof_csv(tables[-1].read_text())]
+    return _named(launch_names(proc.stdout), figures, f"rocprofv3 ({family})")
+
+
+def load_baseline(device: str) -> dict | None:
+    path = BASELINE_DIR / f"{device_slug(device)}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def update_baseline(device: str, launches: list[Launch]) -> Path:
+    """Merge ``launches`` into the device's baseline file (other kernels' entries stay)."""
+    path = BASELINE_DIR / f"{device_slug(device)}.json"
+    data: dict = json.loads(path.read_text()) if path.is_file() else {"device": device, "launches": {}}
+    for launch in launches:
+        data["launches"][launch.key] = {k: v for k, v in launch.figures.items() if k in TOLERANCES and v is not None}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def regressions(launch: Launch, baseline: dict) -> list[str]:
+    """What moved past its tolerance against ``baseline`` (the launch's entry), in words."""
+    found = []
+    for figure, base in baseline.items():
+        if figure not in TOLERANCES or (figure == "dram_pct" and launch.kernel not in JUDGED_DRAM):
+            continue
+        value = launch.figures.get(figure)
+        direction, rel, absolute = TOLERANCES[figure]
+        if value is None:
+            found.append(f"{figure}: no value this run (baseline {base:.3g})")
+        elif direction == "max" and value > base * (1 + rel) + absolute:
+            found.append(f"{figure} {value:.3g} > baseline {base:.3g} (+{rel:.0%} +{absolute})")
+        elif direction == "min" and value < base * (1 - rel):
+            found.append(f"{figure} {value:.3g} < baseline {base:.3g} (-{rel:.0%})")
+    return found
+
+
+def table(launches: list[Launch]) -> list[str]:
+    """A markdown table of every launch's figures."""
+    names = sorted({k for launch in launches for k in launch.figures})
+    lines = ["| kernel | config | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for launch in launches:
+        cells = [("n/a" if (v := launch.figures.get(n)) is None else f"{v:.3g}") for n in names]
+        lines.append(f"| {launch.kernel} | {launch.config} | " + " | ".join(cells) + " |")
+    return lines

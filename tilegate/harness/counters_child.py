@@ -1,0 +1,68 @@
+"""The counters tier's workload: one launch of each kernel on each local config, at a size that
+fills the GPU, run under a profiler (ncu or rocprofv3) by tilegate/harness/counters.py:
+
+    python -m tilegate.harness.counters_child FAMILY
+
+It prints one ``tilegate-counters: launch <kernel> <config>`` line per profiled launch, in launch
+order, so that the profiler's N-th record can be named. Decode runs split and combine; only the
+split kernel is profiled (the combine reads a few KiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from tilegate import runtime
+from tilegate.fixtures.paged_cases import PagedCase, paged_batch
+from tilegate.fixtures.shapes import LLAMA3_8B
+from tilegate.harness.sanitize_child import launch_paged
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.problem import AttentionShape
+from tilegate.platform import local_target
+from tilegate.references.dtypes import TORCH_DTYPES
+
+HEAD_DIM = 128
+DTYPE = "float16"
+PREFILL_SEQ = 4096
+EXTEND = ((8192,), (3782,))  # 3782 new tokens over a 4410-token prefix
+DECODE = tuple([8192] * 32)  # batch 32 x context 8192 over a scattered pool: bandwidth-bound
+FAMILIES = {"prefill": "flash_fwd", "extend": "paged_extend", "decode": "paged_decode_split"}
+PROFILED = "flash_fwd_kernel|paged_extend_kernel|paged_decode_split_kernel"  # kernel-name regex
+
+
+def _say(kernel: str, cfg) -> None:
+    print(f"tilegate-counters: launch {kernel} {cfg.name}", flush=True)
+
+
+def run(family: str) -> None:
+    shape = AttentionShape(*LLAMA3_8B, HEAD_DIM, True, DTYPE)
+    target = local_target()
+    if family == "prefill":
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(1, PREFILL_SEQ, shape.q_heads, HEAD_DIM, generator=g).to(TORCH_DTYPES[DTYPE]).cuda()
+        k, v = (torch.randn(1, PREFILL_SEQ, shape.kv_heads, HEAD_DIM, generator=g).to(q.dtype).cuda() for _ in "kv")
+        for cfg in configs_for(target, HEAD_DIM, CONFIG_TABLES):
+            _say("flash_fwd", cfg)
+            runtime.flash_attention(shape, cfg, q, k, v)
+        return
+    decode = family == "decode"
+    batch = paged_batch(PagedCase(shape, DECODE) if decode else PagedCase(shape, *EXTEND), "cuda")
+    for cfg in configs_for(target, HEAD_DIM, DECODE_TABLES if decode else EXTEND_TABLES):
+        _say(FAMILIES[family], cfg)
+        launch_paged(batch, decode, cfg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("family", choices=sorted(FAMILIES))
+    run(parser.parse_args(argv).family)
+    torch.cuda.synchronize()
+    print("tilegate-counters: done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

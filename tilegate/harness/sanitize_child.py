@@ -1,0 +1,111 @@
+"""One sanitizer run's workload: launch one kernel family on every local config over small inputs
+that reach every tail and mask path. Run as
+
+    compute-sanitizer --tool T python -m tilegate.harness.sanitize_child FAMILY [--defect D] [--plain-stores]
+
+so that the sanitizer judges this process alone: the gate's launches plus the torch ops that make
+inputs and read outputs back. Every tensor is its own device allocation (the parent sets
+PYTORCH_NO_CUDA_MEMORY_CACHING=1), so a read past a tensor's end leaves its allocation.
+
+``--plain-stores`` builds with TileLang's TMA lowering off: on Hopper the output tile then leaves
+shared memory through ordinary stores instead of a bulk tensor store (``tl::tma_store``), which
+initcheck does not see (suite/test_sanitize.py proves it). Loads are built as in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from tilegate import runtime
+from tilegate.fixtures.paged_cases import PagedBatch, PagedCase, paged_batch
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.problem import AttentionShape
+from tilegate.platform import local_target
+from tilegate.references.dtypes import TORCH_DTYPES
+from tilegate.serving.paged import paged_decode, paged_extend
+
+HEADS = (8, 2)  # GQA 4:1, small enough that a sanitized launch takes seconds
+HEAD_DIMS = (64, 128)
+DTYPE = "float16"
+PREFILL_LENGTHS = ((1, 1), (17, 17), (129, 129), (17, 129))  # (seq_q, seq_k): tails, and a 112-token prefix
+EXTEND_BATCH = ((1, 129, 17), (1, 64, 17))  # (seq_lens, extend_lens): a ragged batch with a 65-token prefix
+DECODE_CONTEXTS = (1, 57, 130)
+FAMILIES = ("prefill", "extend", "decode")
+ASAN_FLAGS = ["-fsanitize=address", "-shared-libsan", "-fgpu-sanitize", "--offload-arch=gfx942:xnack+"]
+
+
+def _say(what: str) -> None:
+    print(f"tilegate-sanitize: {what}", flush=True)
+
+
+def _configs(head_dim: int, tables, first_only: bool) -> tuple:
+    configs = configs_for(local_target(), head_dim, tables)
+    return configs[:1] if first_only else configs
+
+
+def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = False) -> None:
+    g = torch.Generator().manual_seed(0)
+    for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one):
+        for causal in (True,) if one else (True, False):
+            shape = AttentionShape(*HEADS, head_dim, causal, DTYPE)
+            for seq_q, seq_k in PREFILL_LENGTHS[2:3] if one else PREFILL_LENGTHS:
+                def rand(seq, heads):
+                    return torch.randn(2, seq, heads, head_dim, generator=g).to(TORCH_DTYPES[DTYPE]).cuda()
+                q, k, v = rand(seq_q, HEADS[0]), rand(seq_k, HEADS[1]), rand(seq_k, HEADS[1])
+                _say(f"flash_fwd {shape.name} {cfg.name} seq_q={seq_q} seq_k={seq_k}")
+                out = runtime.flash_attention(shape, cfg, q, k, v, defect=defect)
+                float(out.float().sum())  # read the output back, as a caller would
+
+
+def launch_paged(batch: PagedBatch, decode: bool, cfg) -> torch.Tensor:
+    """SGLang's paged decode or extend over ``batch``, with tile config ``cfg``."""
+    common = (batch.q, batch.k_pool, batch.v_pool, batch.req_to_token, batch.req_pool_indices, batch.seq_lens)
+    if decode:
+        return paged_decode(*common, cfg=cfg)
+    return paged_extend(*common, batch.extend_lens, cfg=cfg)
+
+
+def _paged(family: str, head_dim: int, first_only: bool) -> None:
+    shape = AttentionShape(*HEADS, head_dim, True, DTYPE)
+    decode = family == "decode"
+    case = PagedCase(shape, DECODE_CONTEXTS) if decode else PagedCase(shape, *EXTEND_BATCH)
+    tables = DECODE_TABLES if decode else EXTEND_TABLES
+    for cfg in _configs(head_dim, tables, first_only):
+        batch = paged_batch(case, "cuda")
+        _say(f"paged_{family} {case.name} {cfg.name}")
+        out = launch_paged(batch, decode, cfg)
+        float(out.float().sum())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("family", choices=FAMILIES)
+    parser.add_argument("--defect", help="a planted flash_fwd defect (prefill only)")
+    parser.add_argument("--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)")
+    parser.add_argument("--asan", action="store_true", help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)")
+    parser.add_argument("--first-config", action="store_true", help="only each table's first config")
+    parser.add_argument("--one", action="store_true", help="prefill: one launch (causal, head_dim 128, seq 129)")
+    args = parser.parse_args(argv)
+    if args.defect and args.family != "prefill":
+        parser.error("--defect plants a flash_fwd defect: use it with 'prefill'")
+    if args.plain_stores:
+        runtime.process_pass_configs["tl.disable_tma_lower"] = True
+    if args.asan:  # HIP's device ASan needs xnack+ code and HSA_XNACK=1 at run time
+        runtime.process_pass_configs["tl.device_compile_flags"] = ASAN_FLAGS
+    if args.one and args.family == "prefill":
+        _prefill(128, args.defect, True, one=True)
+    for head_dim in () if args.one else HEAD_DIMS:
+        if args.family == "prefill":
+            _prefill(head_dim, args.defect, args.first_config)
+        else:
+            _paged(args.family, head_dim, args.first_config)
+    torch.cuda.synchronize()
+    _say("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
