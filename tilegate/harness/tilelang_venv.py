@@ -83,7 +83,7 @@ def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool
     log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
     junit.unlink(missing_ok=True)  # never read an earlier run's results
     full = SCOPE == "full" or update_golden
-    select = ["-n", "2", "-m", "compile or isa", *tier_modules()] if full else ["-p", "no:xdist", *smoke_node_ids()]
+    select = ["-n", "2", "-m", "compile or isa", *tier_modules()] if full else ["-n", "0", *smoke_node_ids()]
     cmd = [str(venv_python(version)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--artifacts={artifacts}", f"--tilegate-cache={cache}", f"--junitxml={junit}",
            *(["--update-golden"] if update_golden else []), *select]
