@@ -173,7 +173,7 @@ def rocprof_figures(counters: dict) -> dict:
     return {
         "lds_conflicts_per_instruction": _ratio(counters.get("SQ_LDS_BANK_CONFLICT"), counters.get("SQ_INSTS_LDS")),
         "waves": counters.get("SQ_WAVES"),
-        "fetch_bytes": _ratio(counters.get("FETCH_SIZE"), 1 / 1024),  # FETCH_SIZE counts KiB
+        "fetch_bytes": None if (kib := counters.get("FETCH_SIZE")) is None else kib * 1024,  # FETCH_SIZE counts KiB
     }
 
 

@@ -73,8 +73,8 @@ def _paged(family: str, head_dim: int, first_only: bool) -> None:
     decode = family == "decode"
     case = PagedCase(shape, DECODE_CONTEXTS) if decode else PagedCase(shape, *EXTEND_BATCH)
     tables = DECODE_TABLES if decode else EXTEND_TABLES
+    batch = paged_batch(case, "cuda")  # read-only inputs: every config runs on the same batch
     for cfg in _configs(head_dim, tables, first_only):
-        batch = paged_batch(case, "cuda")
         _say(f"paged_{family} {case.name} {cfg.name}")
         out = launch_paged(batch, decode, cfg)
         float(out.float().sum())
