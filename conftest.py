@@ -31,7 +31,7 @@ from tilegate import tilelang_versions  # noqa: E402
 from tilegate.paths import REPO_ROOT  # noqa: E402
 from tilegate.platform import detect  # noqa: E402
 from tilegate.report import agreement_summary_lines, clear_run_artifacts, isa_summary_lines, runtime_summary_lines  # noqa: E402
-from tilegate.watchdog import report_path, reports  # noqa: E402
+from tilegate.watchdog import dump_stacks_on_sigusr1, report_path, reports  # noqa: E402
 
 NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
@@ -64,6 +64,7 @@ RUN_DIR_ENV = "TILEGATE_RUN_DIR"  # one folder per pytest run, shared by its xdi
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[NO_GPU_TEST_PASSED] = False
+    dump_stacks_on_sigusr1()  # every process of the run, workers included
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist), before any worker starts: they inherit both
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="tilegate-run-")
         gpu_workers.controller_setup()

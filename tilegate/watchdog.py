@@ -12,6 +12,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import re
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -47,6 +48,12 @@ class Deadline:
         faulthandler.dump_traceback(sys.stderr, all_threads=True)
         sys.stderr.flush()
         os._exit(EXIT_CODE)
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr: how a stuck run (or the gate's own
+    test of a nested run that outlived its limit) shows where each process is, without ending it."""
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True, chain=False)
 
 
 def report_path(report_dir: Path, test: str) -> Path:
