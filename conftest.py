@@ -8,7 +8,7 @@ Skips are decided here from markers and nowhere else:
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
-  sanitize, counters  opt-in tiers (slow, need a profiling tool): run only when -m names them
+  sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an
 error with the install command in it.
 """
@@ -49,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail the run unless at least one GPU test passed (GPU runners set this)")
     group.addoption("--update-counter-baseline", action="store_true",
                     help="record this run's hardware counters as the device's baseline (suite/baselines/counters/)")
+    group.addoption("--update-perf-baseline", action="store_true",
+                    help="record this run's speed ratios, with their measured noise, as the device's baseline (suite/baselines/perf/)")
     group.addoption("--llama3-path", default=os.environ.get("TILEGATE_LLAMA3_PATH"),
                     help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
                          "(default: $TILEGATE_LLAMA3_PATH)")
@@ -81,7 +83,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         clear_run_artifacts(Path(session.config.getoption("--artifacts")))
 
 
-OPT_IN_TIERS = ("sanitize", "counters")
+OPT_IN_TIERS = ("sanitize", "counters", "perf")
 
 
 def _skip_reason(item: pytest.Item) -> str | None:

@@ -6,7 +6,7 @@ name and the runner picks the table for the target it builds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilegate.kernels.problem import AttentionShape, dtype_bytes
 
@@ -43,20 +43,25 @@ class TileConfig:
     num_stages: int
     threads: int
     accum_dtype: str = "float32"  # dtype of the running output accumulator across key blocks
+    # gfx942 layout (see _GFX942_COMMON): Q held in registers and Out stored from them, so no Q or
+    # O tile takes LDS; V kept transposed in LDS, so P@V reads it along its reduction dimension
+    q_in_registers: bool = False
+    v_transposed: bool = False
 
     def __post_init__(self) -> None:
         if self.accum_dtype not in ACCUM_DTYPES:
             raise ConfigError(f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}")
 
     def lds_estimate(self, shape: AttentionShape) -> int:
-        """Upper bound on shared memory: Q, K and V tiles (K, V once per pipeline stage).
+        """Upper bound on shared memory: Q (unless in registers), K and V tiles (K, V once per
+        pipeline stage).
 
         TileLang reuses buffers whose lifetimes do not overlap (O shares Q's slot), so
         the real figure, read from the lowered module by the ISA tier, can be lower.
         """
         elem = dtype_bytes(shape.dtype)
         stages = max(1, self.num_stages)
-        q_tile = self.block_m * shape.head_dim * elem
+        q_tile = 0 if self.q_in_registers else self.block_m * shape.head_dim * elem
         kv_tiles = 2 * stages * self.block_n * shape.head_dim * elem
         return q_tile + kv_tiles
 
@@ -81,17 +86,25 @@ class TileConfig:
 # gfx942 configs. TileLang on ROCm ignores num_stages >= 1 below gfx950 (double
 # buffering overflowed LDS), so every gfx942 config is single-stage. 128 threads =
 # 2 waves of 64; 256 threads = 4 waves.
+#
+# Occupancy is bound by LDS (64 KiB per CU): keeping Q in registers frees block_m x head_dim
+# x 2 bytes per workgroup, and leaves K and V as the only tiles (plus TileLang's 1 KiB
+# reduction workspace). Transposing V on its way into LDS (16-bit LDS writes, once per key
+# block) replaces 16-bit LDS reads in the inner product. m64n64w2 is not here: its K and V
+# tiles plus that workspace overflow the 32 KiB (d128) / 16 KiB (d64) that two (four)
+# resident workgroups would need, so it ran at 0.5 (1.5) waves per SIMD.
+
+
+def _gfx942(name: str, block_m: int, block_n: int, threads: int) -> TileConfig:
+    return TileConfig(name, block_m, block_n, num_stages=1, threads=threads, q_in_registers=True, v_transposed=True)
+
+
 _GFX942_COMMON = (
-    TileConfig("m64n64w2", block_m=64, block_n=64, num_stages=1, threads=128),   # the textbook tile: 2 waves x 32 rows
-    TileConfig("m64n32w2", block_m=64, block_n=32, num_stages=1, threads=128),   # half the K/V tile: least LDS, more steps
-    TileConfig("m128n32w4", block_m=128, block_n=32, num_stages=1, threads=256), # 4 waves share one K/V tile: fewer K/V reloads
+    _gfx942("m128n32w4", block_m=128, block_n=32, threads=256),  # 4 waves share one K/V tile
+    _gfx942("m64n32w2", block_m=64, block_n=32, threads=128),  # 2 waves: more workgroups per CU
+    _gfx942("m128n64w4", block_m=128, block_n=64, threads=256),  # half the key-block steps; 1 workgroup per CU at d128
 )
-GFX942_CONFIGS = {
-    64: _GFX942_COMMON + (
-        TileConfig("m128n64w4", block_m=128, block_n=64, num_stages=1, threads=256),  # fits at d64: 16+16+16 KiB
-    ),
-    128: _GFX942_COMMON,
-}
+GFX942_CONFIGS = {64: _GFX942_COMMON, 128: _GFX942_COMMON}
 
 # sm90 configs: the H200 has room for a second pipeline stage.
 _SM90_COMMON = (
@@ -104,12 +117,9 @@ SM90_CONFIGS = {64: _SM90_COMMON, 128: _SM90_COMMON}
 ConfigTables = dict[str, dict[int, tuple]]
 CONFIG_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
-# The paged extend kernel tiles like prefill but keeps more per-request scalars live
-# (request row, context and extend lengths, start): m64n64w2 at head_dim 128 spilled SGPRs.
-EXTEND_TABLES: ConfigTables = {
-    "gfx942": {64: GFX942_CONFIGS[64], 128: tuple(c for c in GFX942_CONFIGS[128] if c.name != "m64n64w2")},
-    "sm90": SM90_CONFIGS,
-}
+# The paged extend kernel tiles like prefill (it keeps more per-request scalars live: with Q
+# in LDS, m64n64w2 at head_dim 128 spilled SGPRs; that config is gone from gfx942's table).
+EXTEND_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
 
 def configs_for(target: str, head_dim: int, tables: ConfigTables | None = None) -> tuple:
@@ -127,7 +137,7 @@ def default_config(target: str, head_dim: int, tables: ConfigTables | None = Non
 
 def fp16_accum_variant(cfg: TileConfig) -> TileConfig:
     """The same tile accumulating its output in fp16: the gate must catch this one."""
-    return TileConfig(f"{cfg.name}-acc16", cfg.block_m, cfg.block_n, cfg.num_stages, cfg.threads, "float16")
+    return replace(cfg, name=f"{cfg.name}-acc16", accum_dtype="float16")
 
 
 # ---- decode (one query token per request, split-KV) --------------------------------------
@@ -139,6 +149,7 @@ class DecodeConfig:
     threads: int
     num_splits: int  # context chunks per request, combined afterwards in fp32 (flash-decoding)
     num_stages: int = 1
+    v_transposed: bool = False  # as TileConfig.v_transposed (gfx942)
 
     def block_h(self, shape: AttentionShape) -> int:
         """Query heads per workgroup: one KV head's group, padded to the 16-row MMA tile."""
@@ -161,23 +172,21 @@ class DecodeConfig:
             raise ConfigError(f"{where}: needs {lds} bytes of LDS, over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup")
 
 
-# gfx942: one or two waves per KV head; 16 query rows fill the 16x16x16 MFMA tile.
-_GFX942_DECODE_D64 = (
-    DecodeConfig("n64w1s16", block_n=64, threads=64, num_splits=16),
-    DecodeConfig("n32w1s32", block_n=32, threads=64, num_splits=32),  # more splits: long contexts, few requests
-    DecodeConfig("n64w2s8", block_n=64, threads=128, num_splits=8),
-)
-_GFX942_DECODE_D128 = (
-    # n64w1s16 is not here: at head_dim 128 one wave holding a 64-key tile spilled SGPRs (ISA tier).
-    DecodeConfig("n32w1s32", block_n=32, threads=64, num_splits=32),
-    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16),
-    DecodeConfig("n64w2s8", block_n=64, threads=128, num_splits=8),
+# gfx942: 16 query rows fill the 16x16x16 MFMA tile; V transposed in LDS as in prefill. LDS
+# bounds occupancy, so each key tile is sized for at least 1 wave per SIMD at head_dim 128 and 2
+# at head_dim 64: n32w2 (K+V 16 KiB at d128: two workgroups per CU), n64w4 (one workgroup of 4
+# waves), n16w1 (four one-wave workgroups, more splits for long contexts and few requests).
+# The earlier n32w1s32 / n64w2s8 held 64 KiB / 2 waves per CU: 0.5 waves per SIMD at d128.
+_GFX942_DECODE = (
+    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True),
+    DecodeConfig("n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True),
+    DecodeConfig("n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True),
 )
 _SM90_DECODE = (
     DecodeConfig("n64w4s16", block_n=64, threads=128, num_splits=16, num_stages=2),
     DecodeConfig("n128w4s8", block_n=128, threads=128, num_splits=8, num_stages=2),
 )
 DECODE_TABLES: ConfigTables = {
-    "gfx942": {64: _GFX942_DECODE_D64, 128: _GFX942_DECODE_D128},
+    "gfx942": {64: _GFX942_DECODE, 128: _GFX942_DECODE},
     "sm90": {64: _SM90_DECODE, 128: _SM90_DECODE},
 }

@@ -15,10 +15,12 @@ from tilegate.kernels.configs import TileConfig
 from tilegate.kernels.online_softmax import (
     accumulate_pv,
     alloc_softmax_state,
+    alloc_v_tile,
     qk_scores,
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    store_transposed,
 )
 from tilegate.kernels.problem import AttentionShape
 
@@ -32,6 +34,9 @@ DEFECTS = (
     "hang",  # a loop that does not end in any test's lifetime (the GPU tiers' deadline)
     "race",  # no barrier between the output tile's shared-memory writes and other threads' reads (racecheck)
     "read_past_seq_k",  # K tiles read with no bound check: the last partial block reads past seq_k (memcheck)
+    "double_load",  # every K and V tile loaded twice: correct and slower (perf tier)
+    "skip_middle_block",  # the key block in the middle of the context is ignored (end-to-end tier, long prompts)
+    "wrong_scale_10pct",  # softmax scale 1/sqrt(d) * 1.1 (end-to-end tier)
 )
 
 # TileLang inserts the barriers and bound checks these two defects are about; these pass
@@ -65,18 +70,20 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     fp32 = "float32"
     acc16 = acc != fp32
     log2_scale = scale_log2(head_dim)
-    if defect == "wrong_scale":
-        log2_scale *= 1.05
+    if defect in ("wrong_scale", "wrong_scale_10pct"):
+        log2_scale *= 1.05 if defect == "wrong_scale" else 1.10
     sees_next_key = 1 if defect == "causal_off_by_one" else 0
     drop_last = defect == "drop_last_block"
     hang = defect == "hang"
     race = defect == "race"
     unguarded_k = defect == "read_past_seq_k"
+    double_load = defect == "double_load"
+    skip_middle = defect == "skip_middle_block"
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(scalar_gemm, policy)
     update = softmax_update(log2_scale)
-    accumulate = accumulate_pv(acc, scalar_gemm, policy)
+    accumulate = accumulate_pv(acc, scalar_gemm, policy, cfg.v_transposed)
 
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
     q_layout = [batch, seq_q, shape.q_heads, head_dim]
@@ -90,10 +97,12 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
         Out: T.Tensor(q_layout, dtype),
     ):
         with T.Kernel(T.ceildiv(seq_q, block_m), shape.q_heads, batch, threads=cfg.threads) as (bx, head, b):
-            q_tile = T.alloc_shared([block_m, head_dim], dtype)
+            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
-            v_tile = T.alloc_shared([block_n, head_dim], dtype)
-            o_tile = T.alloc_shared([block_m, head_dim], dtype)
+            v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
+            # Out goes through shared memory (a TMA store on sm90) unless Q stays in registers
+            store_via_shared = race or not cfg.q_in_registers
+            o_tile = T.alloc_shared([block_m, head_dim], dtype) if store_via_shared else None
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
                 block_m, block_n, head_dim, dtype, acc)
             block_out = T.alloc_fragment([block_m, head_dim], fp32) if acc16 else None
@@ -117,16 +126,29 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                         k_tile[i, j] = K[b, kb * block_n + i, kv_head, j]
                 else:
                     T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
+                    if double_load:
+                        T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
                 for i, j in T.Parallel(block_m, block_n):
                     key = kb * block_n + j
                     if causal:
                         visible = (key < seq_k) & (key <= bx * block_m + i + diagonal + sees_next_key)
                     else:
                         visible = key < seq_k
+                    if skip_middle:
+                        visible = visible & (kb != key_blocks // 2)
                     scores[i, j] = T.if_then_else(visible, 0, -T.infinity(fp32))
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
+                if cfg.v_transposed:
+                    T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_regs)
+                    store_transposed(v_regs, v_tile)
+                    if double_load:
+                        T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_regs)
+                        store_transposed(v_regs, v_tile)
+                else:
+                    T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
+                    if double_load:
+                        T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
 
             if hang:  # ~2^60 dependent updates of a value the kernel then stores: never optimised away
@@ -138,11 +160,15 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                 out_acc[i, j] /= row_sum[i]
             if race:  # plain shared stores, then each thread reads rows other threads wrote, no barrier between
                 for i, j in T.Parallel(block_m, head_dim):
-                    o_tile[i, j] = out_acc[i, j]
+                    o_tile[i, j] = out_acc[i, j]  # type: ignore[index]  # allocated: race stores via shared
                 for i, j in T.Parallel(block_m, head_dim):
-                    Out[b, bx * block_m + i, head, j] = o_tile[i, j]
-            else:
+                    Out[b, bx * block_m + i, head, j] = o_tile[i, j]  # type: ignore[index]
+            elif store_via_shared:
                 T.copy(out_acc, o_tile)
                 T.copy(o_tile, Out[b, bx * block_m : (bx + 1) * block_m, head, :])
+            else:
+                for i, j in T.Parallel(block_m, head_dim):
+                    if bx * block_m + i < seq_q:
+                        Out[b, bx * block_m + i, head, j] = T.cast(out_acc[i, j], dtype)
 
     return flash_fwd_kernel

@@ -97,9 +97,26 @@ def softmax_update(scale_log2: float):
     return update
 
 
-def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy):
+def alloc_v_tile(block_n: int, head_dim: int, dtype: str, transposed: bool):
+    """V's LDS tile, [block_n, head_dim] or, ``transposed``, [head_dim, block_n]; a transposed
+    tile is filled from registers (``v_regs``, else None) so the global loads stay 128-bit."""
+    if transposed:
+        return T.alloc_shared([head_dim, block_n], dtype), T.alloc_fragment([block_n, head_dim], dtype)
+    return T.alloc_shared([block_n, head_dim], dtype), None
+
+
+@T.macro
+def store_transposed(v_regs, v_tile):
+    """``v_tile[d, n] = v_regs[n, d]``: 16-bit LDS writes once per key block, so that P@V reads V
+    along its reduction dimension (on gfx942, 64-bit reads instead of 16-bit ones)."""
+    for n, d in T.Parallel(v_regs.shape[0], v_regs.shape[1]):
+        v_tile[d, n] = v_regs[n, d]
+
+
+def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy, v_transposed: bool = False):
     """out_acc = out_acc * rescale + P V. ``block_out`` (fp32) is used only when accumulating
-    in fp16, ``p_tile`` (shared) only by the scalar-gemm defect; pass None otherwise."""
+    in fp16, ``p_tile`` (shared) only by the scalar-gemm defect; pass None otherwise.
+    ``v_transposed``: ``v_tile`` is [head_dim, block_n] (alloc_v_tile)."""
     acc16 = accum_dtype != FP32
 
     @T.macro
@@ -107,7 +124,7 @@ def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy):
         rows, dim = out_acc.shape
         if acc16:
             T.clear(block_out)
-            T.gemm(probs, v_tile, block_out, policy=policy)
+            T.gemm(probs, v_tile, block_out, transpose_B=v_transposed, policy=policy)
             for i, j in T.Parallel(rows, dim):
                 out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], accum_dtype) + T.cast(block_out[i, j], accum_dtype)
         else:
@@ -117,8 +134,9 @@ def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy):
                 T.copy(probs, p_tile)
                 for i, j in T.Parallel(rows, dim):
                     for n in T.serial(probs.shape[1]):
-                        out_acc[i, j] += T.cast(p_tile[i, n], FP32) * T.cast(v_tile[n, j], FP32)
+                        v = v_tile[j, n] if v_transposed else v_tile[n, j]
+                        out_acc[i, j] += T.cast(p_tile[i, n], FP32) * T.cast(v, FP32)
             else:
-                T.gemm(probs, v_tile, out_acc, policy=policy)
+                T.gemm(probs, v_tile, out_acc, transpose_B=v_transposed, policy=policy)
 
     return accumulate

@@ -14,10 +14,12 @@ from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
     alloc_softmax_state,
+    alloc_v_tile,
     qk_scores,
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    store_transposed,
 )
 from tilegate.kernels.paged_gather import gather_rows, load_slots
 from tilegate.kernels.problem import AttentionShape
@@ -34,7 +36,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     policy = T.GemmWarpPolicy.FullCol  # 16 rows: split the key / head_dim columns across waves
     qk = qk_scores(False, policy)
     update = softmax_update(log2_scale)
-    accumulate = accumulate_pv(FP32, False, policy)
+    accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
 
     batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
 
@@ -52,7 +54,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
         with T.Kernel(batch, shape.kv_heads, splits, threads=cfg.threads) as (b, kv_head, split):
             q_tile = T.alloc_shared([block_h, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
-            v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
             slots = T.alloc_shared([block_n], INDEX)
             # P through shared memory: with the columns split across waves, every wave needs all of P.
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
@@ -76,7 +78,11 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                     scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                gather_rows(V_pool, slots, kv_head, v_tile)
+                if cfg.v_transposed:
+                    gather_rows(V_pool, slots, kv_head, v_regs)
+                    store_transposed(v_regs, v_tile)
+                else:
+                    gather_rows(V_pool, slots, kv_head, v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
@@ -91,8 +97,16 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     return paged_decode_split_kernel
 
 
-def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig):
+# The combine step's planted defect (the end-to-end tier must catch it): the smallest split, the
+# last one holding keys (the context cut into ceil(ctx / splits)-key chunks), is left out.
+COMBINE_DEFECTS = ("drop_smallest_split",)
+
+
+def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig, *, defect: str | None = None):
     """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d."""
+    if defect is not None and defect not in COMBINE_DEFECTS:
+        raise ValueError(f"unknown defect {defect!r}: known {COMBINE_DEFECTS}")
+    drop_smallest = defect == "drop_smallest_split"
     head_dim, dtype, splits = shape.head_dim, shape.dtype, cfg.num_splits
     batch = T.dynamic("batch")
 
@@ -111,6 +125,9 @@ def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig):
                 lse_max = T.max(lse_max, LSE[b, h, s])
             for s in T.serial(splits):
                 w = T.exp2(LSE[b, h, s] - lse_max)  # split 0 is never empty, so lse_max is finite
+                if drop_smallest:
+                    last = (s == splits - 1) | (LSE[b, h, T.min(s + 1, splits - 1)] == -T.infinity(FP32))
+                    w = T.if_then_else(last & (LSE[b, h, s] > -T.infinity(FP32)), 0, w)
                 weight_sum += w
                 acc += w * O_part[b, h, s, d]
             Out[b, h, d] = T.cast(acc / weight_sum, dtype)

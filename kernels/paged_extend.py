@@ -20,10 +20,12 @@ from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
     alloc_softmax_state,
+    alloc_v_tile,
     qk_scores,
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    store_transposed,
 )
 from tilegate.kernels.paged_gather import gather_rows, load_slots
 from tilegate.kernels.problem import AttentionShape
@@ -31,15 +33,24 @@ from tilegate.kernels.problem import AttentionShape
 INDEX = "int32"
 
 
-def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None):
+# The extend kernel's planted defect (the end-to-end tier must catch it): after a cached prefix,
+# each new token is placed one position late, so it also sees the key after its own.
+EXTEND_DEFECTS = ("prefix_off_by_one",)
+
+
+def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None,
+                 defect: str | None = None):
     """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling)."""
+    if defect is not None and defect not in EXTEND_DEFECTS:
+        raise ValueError(f"unknown defect {defect!r}: known {EXTEND_DEFECTS}")
+    shift = 1 if defect == "prefix_off_by_one" else 0
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal, dtype = shape.groups, shape.causal, shape.dtype
     log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(False, policy)
     update = softmax_update(log2_scale)
-    accumulate = accumulate_pv(FP32, False, policy)
+    accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
 
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
 
@@ -56,9 +67,9 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
         Out: T.Tensor([total, shape.q_heads, head_dim], dtype),
     ):
         with T.Kernel(T.ceildiv(total, block_m), shape.q_heads, batch, threads=cfg.threads) as (bx, head, b):
-            q_tile = T.alloc_shared([block_m, head_dim], dtype)
+            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
-            v_tile = T.alloc_shared([block_n, head_dim], dtype)
+            v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
             slots = T.alloc_shared([block_n], INDEX)
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
                 block_m, block_n, head_dim, dtype)
@@ -68,7 +79,10 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             ctx = seq_lens[b]
             n_new = extend_lens[b]
             first = extend_starts[b]
-            prefix = ctx - n_new  # the tile's row i sits at context position prefix + bx * block_m + i
+            if shift:  # the planted defect: only extends over a cached prefix are misplaced
+                prefix = T.if_then_else(ctx > n_new, ctx - n_new + shift, 0)
+            else:
+                prefix = ctx - n_new  # the tile's row i sits at context position prefix + bx * block_m + i
 
             for i, d in T.Parallel(block_m, head_dim):
                 row = bx * block_m + i
@@ -93,7 +107,11 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                gather_rows(V_pool, slots, kv_head, v_tile)
+                if cfg.v_transposed:
+                    gather_rows(V_pool, slots, kv_head, v_regs)
+                    store_transposed(v_regs, v_tile)
+                else:
+                    gather_rows(V_pool, slots, kv_head, v_tile)
                 accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             for i, d in T.Parallel(block_m, head_dim):

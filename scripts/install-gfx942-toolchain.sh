@@ -20,7 +20,7 @@ devlibs_pkg="rocm-device-libs-17=${TILEGATE_DEVLIBS_VERSION:-6.0+git20231212.5a8
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_system=()
-for tool in clang++-19 clang-offload-bundler-19 llvm-objdump-19 llvm-readelf-19 ld.lld-19; do
+for tool in clang++-19 clang-offload-bundler-19 llvm-objdump-19 llvm-readelf-19 llvm-mca-19 ld.lld-19; do
   command -v "$tool" >/dev/null || need_system=(clang-19 lld-19 llvm-19)
 done
 if [ ${#need_system[@]} -gt 0 ]; then

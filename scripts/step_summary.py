@@ -53,8 +53,8 @@ def isa_section(root: Path) -> list[str]:
         occ = m["occupancy"]
         rows.append([f"`{name}`", m["vgpr_count"], m["agpr_count"], m["lds_bytes"], occ["workgroups_per_cu"],
                      f"{occ['waves_per_simd']:.2f}", occ["limited_by"], sum(m["mfma"].values()),
-                     m["lds_reads"].get("ds_read_u16", 0)])
-    header = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16"]
+                     m["lds_reads"].get("ds_read_u16", 0), m.get("inner_loop_cycles")])
+    header = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16", "loop cycles"]
     return [f"### gfx942 ISA ({len(rows)} code objects)", "", *table(header, rows)] if rows else []
 
 

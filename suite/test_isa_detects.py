@@ -3,7 +3,7 @@
 import pytest
 
 from tilegate.fixtures import planted_kernels as planted
-from tilegate.isa_checks import check_all, rules_broken
+from tilegate.isa_checks import check_all, check_speed_proxies, rules_broken
 
 
 @pytest.mark.isa
@@ -36,3 +36,10 @@ def test_mfma_of_the_wrong_input_type_is_flagged(builder):
     report = builder.isa_report(fp16_case)
     assert check_all(report, "float16") == []
     assert rules_broken(check_all(report, "bfloat16")) == {"mfma"}
+
+
+@pytest.mark.isa
+def test_slow_tile_layout_breaks_the_speed_proxies(builder):
+    report = builder.isa_report(planted.SLOW_LAYOUT)
+    assert check_all(report, "float16") == []  # a correct kernel: only the speed proxies see it
+    assert rules_broken(check_speed_proxies(report, 128)) == {"lds-read-width", "waves-per-simd"}

@@ -4,7 +4,7 @@ The cache key is the HIP source plus the toolchain identity (compiler version, H
 headers, flags): change any of them and the object is rebuilt.
 
 An entry is the folder ``hsaco/<key>/``: the code object, its listing, notes and ELF header,
-plus ``manifest.json`` (size and sha256 of each). It is built in a temporary folder beside
+llvm-mca's report on its inner loop, plus ``manifest.json`` (size and sha256 of each). It is built in a temporary folder beside
 that one and renamed into place whole, so a reader sees a complete entry or none; loading
 verifies every file against the manifest, and an entry that fails is discarded and rebuilt.
 """
@@ -23,13 +23,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilegate.inner_loop import inner_loop_report
 from tilegate.toolchain import Toolchain
 
 # Part of every cache key (here and in builder.py): bump it when an entry's layout changes, so
 # entries of another layout are never read, nor discarded under a run of an older checkout.
-CACHE_FORMAT = "2"
+CACHE_FORMAT = "3"
 MANIFEST = "manifest.json"
-ENTRY_FILES = ("kernel.hsaco", "kernel.s", "notes.txt", "elf-header.txt")
+ENTRY_FILES = ("kernel.hsaco", "kernel.s", "notes.txt", "elf-header.txt", "inner-loop-mca.txt")
 
 
 class BuildError(RuntimeError):
@@ -46,6 +47,7 @@ class CodeObject:
     listing: Path  # llvm-objdump disassembly
     notes: Path  # llvm-readelf --notes (AMDGPU metadata)
     elf_header: Path  # llvm-readelf -h (e_flags, ABI version)
+    inner_loop_mca: Path  # llvm-mca's report on the inner loop (tilegate/inner_loop.py)
     toolchain: Toolchain
 
     def disassembly(self) -> str:
@@ -130,6 +132,7 @@ def _build_into(folder: Path, source: str, toolchain: Toolchain) -> None:
                             ("notes.txt", [str(toolchain.readelf), "--notes"], "reading AMDGPU metadata"),
                             ("elf-header.txt", [str(toolchain.readelf), "-h"], "reading the ELF header")):
         (folder / name).write_text(_run([*cmd, str(hsaco)], what, folder))
+    (folder / "inner-loop-mca.txt").write_text(inner_loop_report(toolchain.mca, (folder / "kernel.s").read_text()))
     (folder / MANIFEST).write_text(json.dumps(_manifest(folder), indent=1))
 
 
@@ -152,7 +155,8 @@ def _install(staging: Path, entry: Path) -> None:
 def build_code_object(source: str, toolchain: Toolchain, cache_dir: Path) -> CodeObject:
     key = hashlib.sha256(f"{CACHE_FORMAT}\0{toolchain.identity}\0{source}".encode()).hexdigest()[:24]
     entry = cache_dir / "hsaco" / key
-    obj = CodeObject(entry / "kernel.hsaco", entry / "kernel.s", entry / "notes.txt", entry / "elf-header.txt", toolchain)
+    hsaco, listing, notes, header, mca = (entry / name for name in ENTRY_FILES)
+    obj = CodeObject(hsaco, listing, notes, header, mca, toolchain)
     if entry.exists():
         problem = entry_problem(entry)
         if problem is None:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from tilegate.codeobj import CodeObject
+from tilegate.inner_loop import cycles_per_iteration
 
 WAVE = 64
 SIMDS_PER_CU = 4
@@ -89,6 +90,7 @@ class IsaReport:
     dynamic_lds_bytes: int
     threads: int
     compiler: str
+    inner_loop_cycles: float | None  # llvm-mca, per iteration (tilegate/inner_loop.py)
     instructions: Counter = field(repr=False)
 
     @property
@@ -125,6 +127,7 @@ class IsaReport:
             "lds_reads": self.histogram("ds_read"),
             "global_loads": self.histogram("global_load") | self.histogram("buffer_load"),
             "scratch": self.count("scratch_"),
+            "inner_loop_cycles": self.inner_loop_cycles,
         }
 
 
@@ -157,5 +160,6 @@ def read_code_object(obj: CodeObject, dynamic_lds_bytes: int, threads: int) -> I
         dynamic_lds_bytes=dynamic_lds_bytes,
         threads=threads,
         compiler=obj.toolchain.version,
+        inner_loop_cycles=cycles_per_iteration(obj.inner_loop_mca.read_text()),
         instructions=Counter(_INSTR.findall(body)),
     )

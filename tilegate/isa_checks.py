@@ -97,5 +97,29 @@ def check_all(r: IsaReport, input_dtype: str, *, uses_mfma: bool = True, wide_gl
     ]
 
 
+# Speed proxies (issue 8): what a CPU can tell about gfx942 speed. Sub-dword LDS reads are one
+# element per instruction (a B operand read across its rows, for example); and with one wave per
+# SIMD or fewer, nothing hides the latency of a global load or an MFMA chain.
+NARROW_LDS_READS = ("ds_read_u8", "ds_read_i8", "ds_read_u16", "ds_read_i16")  # _d16/_d16_hi forms too
+MIN_WAVES_PER_SIMD = {64: 2.0, 128: 1.0}  # by head_dim
+
+
+def check_lds_read_width(r: IsaReport) -> list[str]:
+    return [f"lds-read-width: {name} x{n}" for prefix in NARROW_LDS_READS
+            for name, n in r.histogram(prefix).items()]
+
+
+def check_waves_per_simd(r: IsaReport, head_dim: int) -> list[str]:
+    occ, want = r.occupancy, MIN_WAVES_PER_SIMD[head_dim]
+    if occ.waves_per_simd < want:
+        return [f"waves-per-simd: {occ.waves_per_simd} at head_dim {head_dim}, want >= {want} "
+                f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)"]
+    return []
+
+
+def check_speed_proxies(r: IsaReport, head_dim: int) -> list[str]:
+    return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim)]
+
+
 def rules_broken(violations: list[str]) -> set[str]:
     return {v.split(":", 1)[0] for v in violations}

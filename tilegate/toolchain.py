@@ -39,6 +39,7 @@ class Toolchain:
     clang: Path
     objdump: Path
     readelf: Path
+    mca: Path  # llvm-mca: the inner loop's static cycle estimate (tilegate/inner_loop.py)
     compile_flags: tuple[str, ...]  # everything but the source and output paths
     version: str  # the compiler's own first version line, plus the HIP headers' version
 
@@ -100,7 +101,7 @@ def _rocm_toolchain() -> Toolchain | None:
     flags = (*_common_flags(), f"--rocm-path={root}", *tilelang_include_flags(), *shim,
              "-include", "hip/hip_bfloat16.h")
     version = f"{_first_line([str(clang), '--version'])} | {_hip_version(root / 'include')}"
-    return Toolchain("rocm", clang, llvm / "llvm-objdump", llvm / "llvm-readelf", tuple(flags), version)
+    return Toolchain("rocm", clang, llvm / "llvm-objdump", llvm / "llvm-readelf", llvm / "llvm-mca", tuple(flags), version)
 
 
 def cross_prefix() -> Path:
@@ -113,7 +114,7 @@ def _shim_dir() -> Path:
 
 def _debian_cross_toolchain() -> Toolchain:
     prefix = cross_prefix()
-    found = {name: shutil.which(f"{name}-19") for name in ("clang++", "llvm-objdump", "llvm-readelf")}
+    found = {name: shutil.which(f"{name}-19") for name in ("clang++", "llvm-objdump", "llvm-readelf", "llvm-mca")}
     missing = [f"{name}-19" for name, path in found.items() if path is None]
     tools = {name: path for name, path in found.items() if path is not None}
     if missing:
@@ -129,7 +130,7 @@ def _debian_cross_toolchain() -> Toolchain:
     packages = (prefix / "PACKAGES").read_text().split()
     version = f"{_first_line([tools['clang++'], '--version'])} | {_hip_version(usr / 'include')} | {' '.join(packages)}"
     return Toolchain("debian-cross", Path(tools["clang++"]), Path(tools["llvm-objdump"]),
-                     Path(tools["llvm-readelf"]), flags, version)
+                     Path(tools["llvm-readelf"]), Path(tools["llvm-mca"]), flags, version)
 
 
 @functools.cache

@@ -53,7 +53,7 @@ class Deadline:
 def dump_stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` prints every thread's stack to stderr: how a stuck run (or the gate's own
     test of a nested run that outlived its limit) shows where each process is, without ending it."""
-    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True, chain=False)
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or sys.stderr, all_threads=True, chain=False)
 
 
 def report_path(report_dir: Path, test: str) -> Path:

@@ -26,12 +26,21 @@ class HfRunner:
             torch.cuda.empty_cache()
 
     @torch.inference_mode()
-    def greedy(self, prompt_ids: list[int], max_new_tokens: int, k: int = TOP_K) -> GreedyRun:
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, k: int = TOP_K, cached_prefix: int = 0) -> GreedyRun:
+        """``cached_prefix``: run the prompt's first tokens alone first, so that the rest is an
+        extend over their cached keys and values (as a serving engine's prefix cache does)."""
         ids = torch.tensor([prompt_ids], device=self.device)
         eos = self.model.generation_config.eos_token_id
+        extra = {}
+        if cached_prefix:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+            self.model(ids[:, :cached_prefix], past_key_values=cache, use_cache=True)
+            extra["past_key_values"] = cache
         out = self.model.generate(
             ids, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens, do_sample=False,
-            output_logits=True, return_dict_in_generate=True, pad_token_id=eos)
+            output_logits=True, return_dict_in_generate=True, pad_token_id=eos, **extra)
         tokens = out.sequences[0, ids.shape[1]:].tolist()
         tops = []
         for logits in out.logits:  # raw logits per step, before any logits processor

@@ -37,17 +37,18 @@ class ReferenceOps:
     def __init__(self, scale_factor: float = 1.0, decode_len_shift: int = 0):
         self.scale_factor, self.decode_len_shift = scale_factor, decode_len_shift
 
-    def extend(self, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens, scale):
+    def extend(self, meta, q, k_pool, v_pool, scale):
+        """``meta``: the batch's prepared indices (tilegate.serving.paged.PagedBatch)."""
         from tilegate.references.paged import ref_paged_extend
 
-        return ref_paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens,
-                                scale=scale * self.scale_factor).to(q.dtype)
+        return ref_paged_extend(q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices, meta.seq_lens,
+                                meta.extend_lens, scale=scale * self.scale_factor).to(q.dtype)
 
-    def decode(self, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, scale):
+    def decode(self, meta, q, k_pool, v_pool, scale):
         from tilegate.references.paged import ref_paged_decode
 
-        return ref_paged_decode(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens - self.decode_len_shift,
-                                scale=scale * self.scale_factor).to(q.dtype)
+        return ref_paged_decode(q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
+                                meta.seq_lens - self.decode_len_shift, scale=scale * self.scale_factor).to(q.dtype)
 
 
 def _marker(kind: str, record: dict | None = None) -> None:

@@ -43,6 +43,37 @@ def attention_function(defect: str | None = None):
     return tilegate_attention
 
 
+def paged_attention_function(extend_defect: str | None = None, combine_defect: str | None = None):
+    """transformers' attention signature over SGLang's paged kernels: the cached keys and values
+    become a one-request token pool (req_to_token = 0..seq_k-1), prompts and cached-prefix
+    extends run the paged extend kernel, single-token steps the split-KV decode. Batch 1 only.
+    The defects plant paged_extend's EXTEND_DEFECTS and the combine step's COMBINE_DEFECTS."""
+    import torch
+
+    from tilegate.serving import paged
+
+    def tilegate_paged_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                                 is_causal=None, **kwargs):
+        if attention_mask is not None or dropout or query.shape[0] != 1:
+            raise ValueError("tilegate-paged attention takes one unpadded prompt, no dropout")
+        seq_q, seq_k = query.shape[2], key.shape[2]
+        q = query[0].transpose(0, 1).contiguous()  # [seq_q, hq, d]
+        k_pool, v_pool = (t[0].transpose(0, 1).contiguous() for t in (key, value))  # [seq_k, hkv, d]
+        dev = q.device
+        r2t = torch.arange(seq_k, device=dev, dtype=torch.int32)[None]
+        req, lens = torch.zeros(1, dtype=torch.int32, device=dev), torch.tensor([seq_k], dtype=torch.int32, device=dev)
+        if seq_q == 1:
+            meta = paged.prepare_decode(r2t, req, lens, dev)
+            out = paged.decode_batch(meta, q, k_pool, v_pool, scaling, defect=combine_defect)
+        else:
+            new = torch.tensor([seq_q], dtype=torch.int32, device=dev)
+            meta = paged.prepare_extend(r2t, req, lens, new, dev)
+            out = paged.extend_batch(meta, q, k_pool, v_pool, scaling, defect=extend_defect)
+        return out[None], None  # [1, seq_q, hq, d]
+
+    return tilegate_paged_attention
+
+
 def register(name: str = ATTN_IMPLEMENTATION, function=None) -> str:
     """Register ``function`` (default: the kernel) with transformers under ``name``."""
     from transformers import AttentionInterface

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+import torch
+
 try:
     from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 except ImportError:
@@ -51,7 +53,7 @@ class KernelOps:
             raise UnsupportedByTileLangBackend(f"the tilelang backend cannot run here: {exc}") from exc
         from tilegate.serving import paged
 
-        self.extend, self.decode = paged.paged_extend, paged.paged_decode
+        self.extend, self.decode = paged.extend_batch, paged.decode_batch
 
 
 class TileLangAttnBackend(AttentionBackend):
@@ -67,13 +69,53 @@ class TileLangAttnBackend(AttentionBackend):
         self.device = model_runner.device
         self.req_to_token_pool = model_runner.req_to_token_pool
         self.token_to_kv_pool = model_runner.token_to_kv_pool
-        self.forward_metadata = None
+        self.forward_metadata: tuple | None = None  # (the forward batch, or None for a graph's; its PagedBatch)
         self._checked_layers: set[int] = set()
         logger.info("tilelang attention backend: %s ops", self.mode)
 
     def init_forward_metadata(self, forward_batch):
-        """Nothing to precompute: the kernels read req_to_token and seq_lens directly."""
-        self.forward_metadata = None
+        """Once per batch: validate and narrow its index tensors (the only host reads)."""
+        self.forward_metadata = (forward_batch, _prepare(self.req_to_token_pool.req_to_token, forward_batch))
+
+    # ---- CUDA/HIP graphs (SGLang captures decode steps by default) ----------------------
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int, kv_indices_buf=None):
+        """Static index buffers the captured kernels read; replays refill them in place."""
+        self.graph_req_pool_indices = torch.zeros(max_bs, dtype=torch.int32, device=self.device)
+        self.graph_seq_lens = torch.full((max_bs,), self.get_cuda_graph_seq_len_fill_value(),
+                                         dtype=torch.int32, device=self.device)
+
+    def get_cuda_graph_seq_len_fill_value(self):
+        return 1  # padded requests of a graph batch: one key each, a length the kernels accept
+
+    def init_forward_metadata_capture_cuda_graph(self, bs, num_tokens, req_pool_indices, seq_lens,
+                                                 encoder_lens, forward_mode, spec_info, *args, **kwargs):
+        _check_graph_mode(forward_mode, encoder_lens, spec_info)
+        self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
+        self.graph_seq_lens[:bs].copy_(seq_lens)
+        self.forward_metadata = (None, self._graph_batch(bs))  # any forward batch of this capture
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens, seq_lens_sum,
+                                                encoder_lens, forward_mode, spec_info, seq_lens_cpu=None,
+                                                *args, **kwargs):
+        """Checks the new batch (one host read), then refills the captured kernels' inputs."""
+        _check_graph_mode(forward_mode, encoder_lens, spec_info)
+        from tilegate.serving.paged_batch import prepare_decode
+
+        prepare_decode(self.req_to_token_pool.req_to_token, req_pool_indices[:bs], seq_lens[:bs], self.device)
+        self.graph_req_pool_indices[:bs].copy_(req_pool_indices[:bs])
+        self.graph_seq_lens[:bs].copy_(seq_lens[:bs])
+        self.forward_metadata = (None, self._graph_batch(bs))
+
+    def _graph_batch(self, bs: int):
+        from tilegate.serving.paged_batch import PagedBatch
+
+        r2t = self.req_to_token_pool.req_to_token
+        if r2t.dtype != torch.int32:
+            raise UnsupportedByTileLangBackend(f"CUDA graphs need req_to_token in int32, got {r2t.dtype}")
+        return PagedBatch(r2t, self.graph_req_pool_indices[:bs], self.graph_seq_lens[:bs], tokens=bs)
+
+    # ---- forward -----------------------------------------------------------------------
 
     def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
         return self._forward("extend", q, k, v, layer, forward_batch, save_kv_cache)
@@ -87,20 +129,44 @@ class TileLangAttnBackend(AttentionBackend):
             check_layer(layer)
             self._checked_layers.add(layer.layer_id)
         check_forward_mode(forward_batch, kind)
+        meta = self._batch_metadata(forward_batch)
         if save_kv_cache and k is not None and v is not None:
             self.token_to_kv_pool.set_kv_buffer(layer, _write_loc(forward_batch), k, v)
         q3 = q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim)
         pools = (self.token_to_kv_pool.get_key_buffer(layer.layer_id),
-                 self.token_to_kv_pool.get_value_buffer(layer.layer_id),
-                 self.req_to_token_pool.req_to_token, forward_batch.req_pool_indices)
-        if kind == "extend":
-            out = self.ops.extend(q3, *pools, forward_batch.seq_lens, forward_batch.extend_seq_lens, layer.scaling)
-        else:
-            out = self.ops.decode(q3, *pools, forward_batch.seq_lens, layer.scaling)
+                 self.token_to_kv_pool.get_value_buffer(layer.layer_id))
+        out = (self.ops.extend if kind == "extend" else self.ops.decode)(meta, q3, *pools, layer.scaling)
         return out.reshape(q3.shape[0], layer.tp_q_head_num * layer.v_head_dim)
+
+    def _batch_metadata(self, forward_batch):
+        """This batch's prepared indices: from init_forward_metadata (or a graph's), else prepared now."""
+        if self.forward_metadata is not None:
+            prepared_for, meta = self.forward_metadata
+            if prepared_for is None or prepared_for is forward_batch:
+                return meta
+        meta = _prepare(self.req_to_token_pool.req_to_token, forward_batch)
+        self.forward_metadata = (forward_batch, meta)
+        return meta
 
     def support_triton(self):
         return False
+
+
+def _prepare(req_to_token, forward_batch):
+    from tilegate.serving.paged_batch import prepare_decode, prepare_extend
+
+    fb = forward_batch
+    if getattr(fb.forward_mode, "name", str(fb.forward_mode)) == "DECODE":
+        return prepare_decode(req_to_token, fb.req_pool_indices, fb.seq_lens, fb.seq_lens.device)
+    return prepare_extend(req_to_token, fb.req_pool_indices, fb.seq_lens, fb.extend_seq_lens, fb.seq_lens.device)
+
+
+def _check_graph_mode(forward_mode, encoder_lens, spec_info) -> None:
+    name = getattr(forward_mode, "name", str(forward_mode))
+    if name != "DECODE" or encoder_lens is not None or spec_info is not None:
+        raise UnsupportedByTileLangBackend(
+            f"CUDA graphs: the tilelang backend captures plain decode batches only, not {name}"
+            + (" with speculative info" if spec_info is not None else ""))
 
 
 def _write_loc(forward_batch):

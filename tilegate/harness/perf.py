@@ -1,0 +1,129 @@
+"""The perf tier: run tilegate/harness/perf_child.py, tabulate and chart its records, and judge each
+kernel's speed ratio to its peer against the device's committed baseline
+(suite/baselines/perf/<device>.json).
+
+What is judged is ``ratio`` = peer time / kernel time, both measured in the same process and run:
+a shared, noisy machine moves both. The tolerance is each record's own measured noise: when a
+baseline is recorded, the child runs twice, and the record allows a fall of
+max(TOLERANCE_FLOOR, NOISE_FACTOR x the largest relative spread of its ratio seen within or
+between those runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tilegate.harness.counters import device_slug
+from tilegate.paths import REPO_ROOT
+
+BASELINE_DIR = REPO_ROOT / "suite" / "baselines" / "perf"
+TOLERANCE_FLOOR, NOISE_FACTOR = 0.05, 3.0
+MARK = "tilegate-perf: "
+
+
+class PerfRunFailed(RuntimeError):
+    """The perf child ended without its JSON line."""
+
+
+def run_child(log: Path, *args: str, timeout_s: float = 1500) -> dict:
+    cmd = [sys.executable, "-m", "tilegate.harness.perf_child", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(proc.stdout + proc.stderr)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    if proc.returncode or not lines:
+        raise PerfRunFailed(f"perf child exited {proc.returncode} without its record (log: {log}):\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len(MARK):])
+
+
+def key(record: dict) -> str:
+    return f"{record['family']} | {record['case']} | {record['config']}"
+
+
+def table(doc: dict) -> list[str]:
+    lines = [f"device: {doc['device']}; device-to-device copy {doc['copy_gbps']:.0f} GB/s (read + write)",
+             "", "| family | case | config | ms | peer ms | kernel | peer | ratio | spread |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["records"]:
+        extra = f" ({r['value'] / doc['copy_gbps']:.0%} of copy)" if r["unit"] == "GB/s" else ""
+        lines.append(f"| {r['family']} | {r['case']} | {r['config']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
+                     f"{r['value']:.0f} {r['unit']}{extra} | {r['peer_value']:.0f} | {r['ratio']:.2f}x | {r['ratio_spread']:.1%} |")
+    host = doc.get("host") or {}
+    if "error" in host:
+        lines += ["", f"decode host time per call: not measured ({host['error']})"]
+    elif host:
+        lines += ["", f"decode host time per call: eager {host['eager_us']:.0f} us, graph replay {host['replay_us']:.0f} us"]
+    return lines
+
+
+def chart(doc: dict, path: Path) -> Path | None:
+    """Kernel vs peer, one bar pair per record; None where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    recs = doc["records"]
+    fig, ax = plt.subplots(figsize=(max(6, len(recs) * 0.7), 4))
+    xs = range(len(recs))
+    ax.bar([x - 0.2 for x in xs], [r["ratio"] for r in recs], 0.4, label="kernel / peer speed")
+    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
+    ax.set_xticks(list(xs), [f"{r['family']}\n{r['case']}\n{r['config']}" for r in recs], fontsize=6, rotation=90)
+    ax.set_ylabel("peer time / kernel time")
+    ax.set_title(f"tilegate perf on {doc['device']}")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def baseline_path(device: str) -> Path:
+    return BASELINE_DIR / f"{device_slug(device)}.json"
+
+
+def load_baseline(device: str) -> dict | None:
+    path = baseline_path(device)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def baseline_from(runs: list[dict]) -> dict:
+    """Each record's ratio (median of the runs) and tolerance from the noise the runs showed."""
+    out = {}
+    for k in {key(r) for run in runs for r in run["records"]}:
+        seen = [r for run in runs for r in run["records"] if key(r) == k]
+        ratios = sorted(r["ratio"] for r in seen)
+        mid = ratios[len(ratios) // 2]
+        between = (ratios[-1] - ratios[0]) / mid
+        noise = max(between, *(r["ratio_spread"] for r in seen))
+        out[k] = {"ratio": mid, "noise": noise, "tolerance": max(TOLERANCE_FLOOR, NOISE_FACTOR * noise)}
+    return out
+
+
+def update_baseline(device: str, runs: list[dict]) -> Path:
+    path = baseline_path(device)
+    data: dict = json.loads(path.read_text()) if path.is_file() else {"device": device, "records": {}}
+    data["records"].update(baseline_from(runs))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def regressions(doc: dict, baseline: dict) -> list[str]:
+    """Every record whose ratio fell below its baseline by more than the record's tolerance."""
+    bad = []
+    for r in doc["records"]:
+        base = baseline.get(key(r))
+        if base is None:
+            bad.append(f"{key(r)}: no baseline entry (record one with --update-perf-baseline)")
+        elif r["ratio"] < base["ratio"] * (1 - base["tolerance"]):
+            bad.append(f"{key(r)}: {r['ratio']:.2f}x the peer, baseline {base['ratio']:.2f}x "
+                       f"(allowed fall {base['tolerance']:.0%}, measured noise {base['noise']:.1%})")
+    return bad
