@@ -41,14 +41,14 @@ def test_sigusr1_prints_every_stack_and_the_process_goes_on():
     assert "most recent call first" in err and 'File "<string>", line 2' in err, err
 
 
-def _run_planted(tmp_path, selection: str, limit_s: float) -> str:
+def _run_planted(tmp_path, tests: tuple[str, ...], limit_s: float) -> str:
     """suite/planted_hang_tests.py under xdist, as a fresh gate run of its own; its terminal output.
     A nested run that outlives ``limit_s`` fails this test with every process's stacks (SIGUSR1,
     tilegate/watchdog.py) instead of holding the outer run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "TILEGATE_GPU_IDS"))}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "--dist", "loadgroup",
-                             "-p", "no:cacheprovider", "-p", "no:benchmark", f"--artifacts={tmp_path}", "-k", selection,
-                             "suite/planted_hang_tests.py"],
+                             "-p", "no:cacheprovider", "-p", "no:benchmark", f"--artifacts={tmp_path}",
+                             *(f"suite/planted_hang_tests.py::{t}" for t in tests)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # its own process group: the workers are ended with it
     try:
@@ -65,7 +65,7 @@ def _run_planted(tmp_path, selection: str, limit_s: float) -> str:
 
 def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
     start = time.monotonic()
-    out = _run_planted(tmp_path, "stuck or beside", 90)
+    out = _run_planted(tmp_path, ("test_stuck_in_c_code", "test_runs_beside_the_stuck_one"), 90)
     # the node id may carry xdist's group suffix (test_stuck_in_c_code@stuck)
     assert "tilegate watchdog: suite/planted_hang_tests.py::test_stuck_in_c_code" in out, out[-3000:]
     assert "still running after 3 s (last kernel launched: none)" in out, out[-3000:]
@@ -80,7 +80,9 @@ def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
 @pytest.mark.slow  # minutes: scheduled first (conftest.py)
 @pytest.mark.deadline(300)
 def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
-    out = _run_planted(tmp_path, "planted_hang or healthy", 240)
+    # by node id: -k "planted_hang" would also match the module's name, and select every test in it
+    out = _run_planted(tmp_path, ("test_compile_the_planted_hang", "test_planted_hang",
+                                  "test_a_healthy_call_after_the_hang"), 240)
     assert "tilegate watchdog: suite/planted_hang_tests.py::test_planted_hang" in out, out[-3000:]
     assert ("still running after 20 s (last kernel launched: flash_fwd causal-mha8-d64-fp16" in out
             and "defect=hang" in out), out[-3000:]

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 EXIT_CODE = 3
+_MAX_FD = 65536
 
 
 class Deadline:
@@ -47,6 +48,10 @@ class Deadline:
         sys.stderr.write("\n" + line)
         faulthandler.dump_traceback(sys.stderr, all_threads=True)
         sys.stderr.flush()
+        # Close every descriptor but stdin/stdout/stderr first, lowest first: the xdist channel
+        # (opened at start-up) before the GPU driver's. If the driver then holds this exit while
+        # it stops the runaway kernel, the controller has already seen the worker go and goes on.
+        os.closerange(3, _MAX_FD)
         os._exit(EXIT_CODE)
 
 
