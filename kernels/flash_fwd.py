@@ -43,8 +43,7 @@ DEFECTS = (
 # configs switch that off for the defect's own build (the planted kernel only).
 DEFECT_PASS_CONFIGS = {
     "race": {"tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
-    # with TMA lowering on, the H200 run's memcheck saw no read past K at all; with it off, it did
-    "read_past_seq_k": {"tl.disable_safe_memory_legalize": True, "tl.disable_tma_lower": True},
+    "read_past_seq_k": {"tl.disable_safe_memory_legalize": True},
 }
 
 
