@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from suite_helpers import DEVICE, fake_layer, fake_runner
+from suite_helpers import DEVICE, EXTEND_BATCHES, fake_layer, fake_runner, forward_batch
 
 from tilegate.harness.sglang_instrumented import ReferenceOps
 from tilegate.serving.sglang_backend import TileLangAttnBackend
@@ -91,6 +91,20 @@ def test_replay_refills_the_captured_batch():
     eager.init_forward_metadata(second)
     assert torch.equal(replayed, eager.forward_decode(q, None, None, layer, second, save_kv_cache=False))
     assert backend.graph_seq_lens[BS:].tolist() == [backend.get_cuda_graph_seq_len_fill_value()] * (MAX_BS - BS)
+
+
+def test_an_eager_extend_after_a_capture_prepares_its_own_batch():
+    runner, layer = fake_runner(), fake_layer(1)
+    backend = TileLangAttnBackend(runner, ReferenceOps())
+    backend.init_cuda_graph_state(MAX_BS, MAX_BS)
+    first = _cpu_batch((3, 0, 5), (1, 33, 160))
+    backend.init_forward_metadata_capture_cuda_graph(BS, BS, first.req_pool_indices, first.seq_lens, None, DECODE, None)
+    fb = forward_batch(runner, EXTEND_BATCHES[1])
+    q = torch.randn(fb.extend_seq_lens.sum().item(), HEADS * DIM)
+    eager = TileLangAttnBackend(runner, ReferenceOps())
+    eager.init_forward_metadata(fb)
+    want = eager.forward_extend(q, None, None, layer, fb, save_kv_cache=False)
+    assert torch.equal(backend.forward_extend(q, None, None, layer, fb, save_kv_cache=False), want)
 
 
 def test_replay_checks_the_new_batch():

@@ -4,9 +4,10 @@ The cache key is the HIP source plus the toolchain identity (compiler version, H
 headers, flags): change any of them and the object is rebuilt.
 
 An entry is the folder ``hsaco/<key>/``: the code object, its listing, notes and ELF header,
-llvm-mca's report on its inner loop, plus ``manifest.json`` (size and sha256 of each). It is built in a temporary folder beside
-that one and renamed into place whole, so a reader sees a complete entry or none; loading
-verifies every file against the manifest, and an entry that fails is discarded and rebuilt.
+llvm-mca's report on its inner loop, plus ``manifest.json`` (size and sha256 of each). It is
+built in a temporary folder beside that one and renamed into place whole, so a reader sees a
+complete entry or none; loading verifies every file against the manifest, and an entry that
+fails is discarded and rebuilt.
 """
 
 from __future__ import annotations

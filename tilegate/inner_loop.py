@@ -63,6 +63,9 @@ def inner_loop(listing: str) -> list[str] | None:
 
 
 def mca_report(mca: Path, loop: list[str]) -> str:
+    if not Path(mca).is_file():
+        raise FileNotFoundError(f"llvm-mca not found at {mca}: it comes with the toolchain's LLVM "
+                                "(Debian's llvm-19, ROCm's llvm/bin)")
     proc = subprocess.run([str(mca), "-mtriple=amdgcn", "-mcpu=gfx942", f"-iterations={MCA_ITERATIONS}"],
                           input="\n".join(loop) + "\n", capture_output=True, text=True)
     if proc.returncode:

@@ -44,8 +44,8 @@ def golden_path(name: str, toolchain_kind: str, tilelang_version: str) -> Path:
 
 
 # The inner loop's llvm-mca estimate is judged by its rise, not by equality: a kernel that got
-# cheaper passes. It is deterministic for a given code object and toolchain (the 20 warm CPU
-# reruns gave the same verdicts), so a rise past this fraction fails the golden test.
+# cheaper passes. llvm-mca is deterministic for a given code object and toolchain (rebuilds gave
+# the same figures), so a rise past this fraction fails the golden test.
 CYCLES_FIELD, CYCLES_RISE_LIMIT = "inner_loop_cycles", 0.10
 
 

@@ -38,7 +38,7 @@ class ReferenceOps:
         self.scale_factor, self.decode_len_shift = scale_factor, decode_len_shift
 
     def extend(self, meta, q, k_pool, v_pool, scale):
-        """``meta``: the batch's prepared indices (tilegate.serving.paged.PagedBatch)."""
+        """``meta``: the batch's prepared indices (tilegate.serving.batch_indices.BatchIndices)."""
         from tilegate.references.paged import ref_paged_extend
 
         return ref_paged_extend(q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices, meta.seq_lens,

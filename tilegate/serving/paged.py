@@ -7,7 +7,7 @@ Index tensors may be int64 (SGLang's) and are narrowed to the kernels' int32 aft
 check. Nothing is padded, truncated or cast silently: a mismatch raises ValueError.
 
 The checks that need values (ranges, lengths) run once per batch in ``prepare_extend`` /
-``prepare_decode`` (tilegate/serving/paged_batch.py, torch only), with one read back to the
+``prepare_decode`` (tilegate/serving/batch_indices.py, torch only), with one read back to the
 host; ``extend_batch`` / ``decode_batch`` then launch for each layer without any (SGLang's
 backend prepares in init_forward_metadata).
 """
@@ -23,7 +23,7 @@ from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.dtypes import dtype_name
 from tilegate.runtime import launch
-from tilegate.serving.paged_batch import PagedBatch, prepare_decode, prepare_extend
+from tilegate.serving.batch_indices import BatchIndices, prepare_decode, prepare_extend
 
 
 def _shape(q, k_pool, v_pool) -> AttentionShape:
@@ -39,7 +39,7 @@ def _shape(q, k_pool, v_pool) -> AttentionShape:
     return AttentionShape(q.shape[1], k_pool.shape[1], q.shape[2], True, dtype)  # ShapeError on bad heads/dims
 
 
-def extend_batch(meta: PagedBatch, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
+def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
     """Paged extend over a prepared batch: no value is read back to the host. ``defect`` plants
     one of the extend kernel's EXTEND_DEFECTS (sensitivity tests only)."""
     shape = _shape(q, k_pool, v_pool)
@@ -54,7 +54,7 @@ def extend_batch(meta: PagedBatch, q, k_pool, v_pool, scale=None, cfg=None, defe
     return out
 
 
-def decode_batch(meta: PagedBatch, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
+def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
     """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
     ``defect`` plants one of the combine step's COMBINE_DEFECTS (sensitivity tests only)."""
     shape = _shape(q, k_pool, v_pool)

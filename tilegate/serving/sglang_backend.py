@@ -69,7 +69,8 @@ class TileLangAttnBackend(AttentionBackend):
         self.device = model_runner.device
         self.req_to_token_pool = model_runner.req_to_token_pool
         self.token_to_kv_pool = model_runner.token_to_kv_pool
-        self.forward_metadata: tuple | None = None  # (the forward batch, or None for a graph's; its PagedBatch)
+        # (the forward batch it was prepared for, or None for a graph's decode batches; its BatchIndices)
+        self.forward_metadata: tuple | None = None
         self._checked_layers: set[int] = set()
         logger.info("tilelang attention backend: %s ops", self.mode)
 
@@ -93,14 +94,14 @@ class TileLangAttnBackend(AttentionBackend):
         _check_graph_mode(forward_mode, encoder_lens, spec_info)
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
         self.graph_seq_lens[:bs].copy_(seq_lens)
-        self.forward_metadata = (None, self._graph_batch(bs))  # any forward batch of this capture
+        self.forward_metadata = (None, self._graph_batch(bs))  # any decode batch of this capture
 
     def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens, seq_lens_sum,
                                                 encoder_lens, forward_mode, spec_info, seq_lens_cpu=None,
                                                 *args, **kwargs):
         """Checks the new batch (one host read), then refills the captured kernels' inputs."""
         _check_graph_mode(forward_mode, encoder_lens, spec_info)
-        from tilegate.serving.paged_batch import prepare_decode
+        from tilegate.serving.batch_indices import prepare_decode
 
         prepare_decode(self.req_to_token_pool.req_to_token, req_pool_indices[:bs], seq_lens[:bs], self.device)
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices[:bs])
@@ -108,12 +109,12 @@ class TileLangAttnBackend(AttentionBackend):
         self.forward_metadata = (None, self._graph_batch(bs))
 
     def _graph_batch(self, bs: int):
-        from tilegate.serving.paged_batch import PagedBatch
+        from tilegate.serving.batch_indices import BatchIndices
 
         r2t = self.req_to_token_pool.req_to_token
         if r2t.dtype != torch.int32:
             raise UnsupportedByTileLangBackend(f"CUDA graphs need req_to_token in int32, got {r2t.dtype}")
-        return PagedBatch(r2t, self.graph_req_pool_indices[:bs], self.graph_seq_lens[:bs], tokens=bs)
+        return BatchIndices(r2t, self.graph_req_pool_indices[:bs], self.graph_seq_lens[:bs], tokens=bs)
 
     # ---- forward -----------------------------------------------------------------------
 
@@ -129,7 +130,7 @@ class TileLangAttnBackend(AttentionBackend):
             check_layer(layer)
             self._checked_layers.add(layer.layer_id)
         check_forward_mode(forward_batch, kind)
-        meta = self._batch_metadata(forward_batch)
+        meta = self._batch_metadata(kind, forward_batch)
         if save_kv_cache and k is not None and v is not None:
             self.token_to_kv_pool.set_kv_buffer(layer, _write_loc(forward_batch), k, v)
         q3 = q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim)
@@ -138,11 +139,12 @@ class TileLangAttnBackend(AttentionBackend):
         out = (self.ops.extend if kind == "extend" else self.ops.decode)(meta, q3, *pools, layer.scaling)
         return out.reshape(q3.shape[0], layer.tp_q_head_num * layer.v_head_dim)
 
-    def _batch_metadata(self, forward_batch):
-        """This batch's prepared indices: from init_forward_metadata (or a graph's), else prepared now."""
+    def _batch_metadata(self, kind: str, forward_batch):
+        """This batch's prepared indices: from init_forward_metadata (or, for decode, a graph's),
+        else prepared now."""
         if self.forward_metadata is not None:
             prepared_for, meta = self.forward_metadata
-            if prepared_for is None or prepared_for is forward_batch:
+            if prepared_for is forward_batch or (prepared_for is None and kind == "decode"):
                 return meta
         meta = _prepare(self.req_to_token_pool.req_to_token, forward_batch)
         self.forward_metadata = (forward_batch, meta)
@@ -153,7 +155,7 @@ class TileLangAttnBackend(AttentionBackend):
 
 
 def _prepare(req_to_token, forward_batch):
-    from tilegate.serving.paged_batch import prepare_decode, prepare_extend
+    from tilegate.serving.batch_indices import prepare_decode, prepare_extend
 
     fb = forward_batch
     if getattr(fb.forward_mode, "name", str(fb.forward_mode)) == "DECODE":

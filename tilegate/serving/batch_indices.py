@@ -17,7 +17,7 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class PagedBatch:
+class BatchIndices:
     """One batch's index tensors, validated and narrowed to int32 once (``prepare_*``): the
     launches read no value back to the host, so a model's layers, and a CUDA graph's replays,
     pay for the checks once per batch. ``extend_lens`` / ``extend_starts`` are None for decode."""
@@ -71,19 +71,19 @@ def _check(batch: int, r2t, req, lens, new=None) -> None:
         raise ValueError("every request needs 1 <= extend_len <= seq_len")
 
 
-def prepare_decode(req_to_token, req_pool_indices, seq_lens, device) -> PagedBatch:
+def prepare_decode(req_to_token, req_pool_indices, seq_lens, device) -> BatchIndices:
     r2t, req, lens = (_int32(n, t, device) for n, t in (("req_to_token", req_to_token),
                                                          ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)))
     _check(lens.shape[0] if lens.dim() == 1 else -1, r2t, req, lens)
     r2t, req, lens = (t.to(torch.int32).contiguous() for t in (r2t, req, lens))
-    return PagedBatch(r2t, req, lens, tokens=lens.shape[0])
+    return BatchIndices(r2t, req, lens, tokens=lens.shape[0])
 
 
-def prepare_extend(req_to_token, req_pool_indices, seq_lens, extend_lens, device) -> PagedBatch:
+def prepare_extend(req_to_token, req_pool_indices, seq_lens, extend_lens, device) -> BatchIndices:
     r2t, req, lens, new = (_int32(n, t, device) for n, t in (
         ("req_to_token", req_to_token), ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens),
         ("extend_lens", extend_lens)))
     _check(new.shape[0] if new.dim() == 1 else -1, r2t, req, lens, new)
     r2t, req, lens, new = (t.to(torch.int32).contiguous() for t in (r2t, req, lens, new))
     tokens = int(new.sum()) if new.numel() else 0  # one more read, still once per batch
-    return PagedBatch(r2t, req, lens, new, (torch.cumsum(new, 0) - new).to(torch.int32), tokens)
+    return BatchIndices(r2t, req, lens, new, (torch.cumsum(new, 0) - new).to(torch.int32), tokens)
