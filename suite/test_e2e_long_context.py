@@ -1,18 +1,27 @@
 """End to end at long context, on any GPU: the long-context tiny Llama-3
 (fixtures/long_context_llama.py) must copy back a span planted in the middle of 3782-, 8192- and
 32768-token prompts. With the TileLang kernel as its attention, in fp16 and bf16, it must agree with
-the same checkpoint in FP32 (transformers' sdpa) and give the right answer; kernels built with a
-planted long-context bug must fail the same comparison. Both sides get the same token ids.
+the same checkpoint in FP32 (the gate's chunked FP32 reference attention) and give the right answer;
+kernels built with a planted long-context bug must fail the same comparison. Both sides get the same
+token ids.
+
+Agreement here is three things: the greedy tokens (references/agreement.py's criterion), the right
+answer, and how far logprobs move from FP32, over the generated steps and over the prompt's rows
+from just before the span on (prompt logprobs, as an engine reports them): at most
+LOGPROB_MULTIPLE x what the same model moves in the same dtype with torch's plain same-precision
+attention. At these lengths a wrong kernel can keep every greedy token and still move logprobs
+far past that baseline.
 """
 
 import statistics
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from tilegate.fixtures.long_context_llama import ensure_long_context_llama, retrieval_prompt
 from tilegate.harness.hf_runner import HfRunner
-from tilegate.references.agreement import compare
+from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("e2e-long-context")]
@@ -24,11 +33,12 @@ MIN_MARGIN, CONFIDENT_SHARE, MIN_ACCURACY = 1.0, 0.9, 0.95
 # planted kernel bugs (flash_fwd's DEFECTS) the comparison must catch
 PLANTED = ("skip_middle_block", "wrong_scale_10pct")
 # ... and in SGLang's paged kernels, run under transformers as a one-request pool
-# (tilegate.serving.hf_attention.paged_attention_function): each prompt's last CACHED tokens are an
-# extend over the cached rest, as after a prefix-cache hit, and every generated token is a decode
+# (tilegate.serving.hf_attention.paged_attention_function): each prompt from just before its span
+# (span_start - 8) is an extend over the cached rest, as after a prefix-cache hit, so that a row
+# that sees a key past its own reads the span before the prompt gets there; every generated token
+# is a decode
 PAGED_PLANTED = {"prefix_off_by_one": {"extend_defect": "prefix_off_by_one"},
                  "drop_smallest_split": {"combine_defect": "drop_smallest_split"}}
-CACHED = 64
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +59,15 @@ def straddling_span_at(n_tokens: int) -> float:
     return (first - 2) / (body_len - SPAN_LEN - 2)  # inverts retrieval_prompt's placement
 
 
+def span_start(n_tokens: int) -> int:
+    return -(-n_tokens // 64) // 2 * 64 - SPAN_LEN // 2
+
+
+def extend_start(n_tokens: int) -> int:
+    """The paged runs' cached prefix, and the first prompt row whose logprob is compared."""
+    return span_start(n_tokens) - 8
+
+
 @pytest.fixture(scope="module")
 def prompts(model_dir):
     from transformers import AutoTokenizer
@@ -57,16 +76,84 @@ def prompts(model_dir):
     out = {}
     for n in LENGTHS:
         ids, want = retrieval_prompt(tok, n, SEED, span_at=straddling_span_at(n), span_len=SPAN_LEN, prefix=PREFIX)
-        first = -(-n // 64) // 2 * 64 - SPAN_LEN // 2
+        first = span_start(n)
         assert ids[first + PREFIX:first + SPAN_LEN] == want, "the span is not where the planted bug looks"
         out[f"retrieval-{n}"] = (ids, want)
     return out
 
 
+@dataclass(frozen=True)
+class Side:
+    """One model's runs over every prompt: greedy steps, and prompt logprobs from extend_start."""
+    runs: dict
+    prompt_logprobs: dict
+
+
+def run_side(model_dir, prompts, dtype, attn: str, cached: bool) -> Side:
+    """``cached``: the prompt up to extend_start runs first, the rest is an extend over its cache."""
+    runs, lps = {}, {}
+    with HfRunner(model_dir, dtype, attn, DEVICE) as model:
+        for name, (ids, want) in prompts.items():
+            start = extend_start(len(ids))
+            runs[name] = model.greedy(ids, len(want), cached_prefix=start if cached else 0)
+            lps[name] = model.prompt_logprobs(ids, start, cached_prefix=start if cached else 0)
+    return Side(runs, lps)
+
+
 @pytest.fixture(scope="module")
-def fp32_runs(model_dir, prompts):
-    with HfRunner(model_dir, torch.float32, "sdpa", DEVICE) as ref:
-        return {name: ref.greedy(ids, len(want)) for name, (ids, want) in prompts.items()}
+def fp32(model_dir, prompts) -> Side:
+    from tilegate.references.transformers_attention import REFERENCE_IMPLEMENTATION, reference_attention_function, register
+
+    register(REFERENCE_IMPLEMENTATION, reference_attention_function())
+    return run_side(model_dir, prompts, torch.float32, REFERENCE_IMPLEMENTATION, cached=False)
+
+
+@pytest.fixture(scope="module")
+def fp32_runs(fp32):
+    return fp32.runs
+
+
+@pytest.fixture(scope="module")
+def logprob_bounds(model_dir, prompts, fp32):
+    """Per dtype and prompt: LOGPROB_MULTIPLE x how far the same model's logprobs move in that dtype
+    with torch's plain same-precision attention (generated steps, prompt rows)."""
+    from tilegate.references.transformers_attention import LOWP_REFERENCE_IMPLEMENTATION, lowp_attention_function, register
+
+    register(LOWP_REFERENCE_IMPLEMENTATION, lowp_attention_function())
+    bounds = {}
+    for dtype in (torch.float16, torch.bfloat16):
+        base = run_side(model_dir, prompts, dtype, LOWP_REFERENCE_IMPLEMENTATION, cached=False)
+        bounds[dtype] = {name: (LOGPROB_MULTIPLE * compare(name, fp32.runs[name], base.runs[name]).max_logprob_diff,
+                                LOGPROB_MULTIPLE * max_shift(fp32.prompt_logprobs[name], base.prompt_logprobs[name]))
+                         for name in prompts}
+    return bounds
+
+
+def judge(prompts, fp32: Side, test: Side, bounds: dict, record_as: str, artifacts_dir) -> list[str]:
+    """Every way ``test`` fails to agree with ``fp32``; the tables go to the artifacts and stdout."""
+    results = [compare(name, fp32.runs[name], test.runs[name]) for name in prompts]
+    record_agreement(artifacts_dir, record_as, results)
+    problems, rows = [], []
+    for r in results:
+        ids, want = prompts[r.prompt]
+        gen_bound, prompt_bound = bounds[r.prompt]
+        shift = max_shift(fp32.prompt_logprobs[r.prompt], test.prompt_logprobs[r.prompt])
+        right = test.runs[r.prompt].tokens == tuple(want)
+        rows.append(f"{r.prompt}: steps dlogp {r.max_logprob_diff:.2e} (bound {gen_bound:.2e}), prompt rows "
+                    f"dlogp {shift:.2e} (bound {prompt_bound:.2e}), tokens {'agree' if r.passed else r.detail}, "
+                    f"answer {'right' if right else 'wrong'}")
+        if not r.passed:
+            problems.append(f"{r.prompt}: {r.detail}")
+        if not right and fp32.runs[r.prompt].tokens == tuple(want):
+            problems.append(f"{r.prompt}: wrong answer (FP32 is right)")
+        if r.max_logprob_diff > gen_bound:
+            problems.append(f"{r.prompt}: generated-step logprobs moved {r.max_logprob_diff:.2e} > {gen_bound:.2e}")
+        if shift > prompt_bound:
+            problems.append(f"{r.prompt}: prompt logprobs moved {shift:.2e} > {prompt_bound:.2e}")
+    text = f"{record_as}:\n" + "\n".join(rows) + "\n"
+    (artifacts_dir / "agreement" / f"{record_as}-logprobs.txt").write_text(text)  # beside record_agreement's JSON
+    print("\n" + text)
+    return problems
 
 
 def margins(run) -> list[float]:
@@ -87,63 +174,48 @@ def test_fp32_model_is_confident_and_right(prompts, fp32_runs):
     assert not problems, "the long-context model is not confident or not right:\n" + "\n".join(problems)
 
 
-def _agreements(model_dir, prompts, fp32_runs, dtype, attn):
-    from tilegate.serving.hf_attention import attention_function, register
+def _register_kernels():
+    from tilegate.serving.hf_attention import attention_function, paged_attention_function, register
 
     register()
     for defect in PLANTED:
         register(f"tilegate-{defect}", attention_function(defect=defect))
-    with HfRunner(model_dir, dtype, attn, DEVICE) as test:
-        runs = {name: test.greedy(ids, len(want)) for name, (ids, want) in prompts.items()}
-    results = [compare(name, fp32_runs[name], runs[name]) for name in prompts]
-    right = {name: runs[name].tokens == tuple(want) for name, (_, want) in prompts.items()}
-    return results, right
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_kernel_agrees_with_fp32_and_answers_right(model_dir, prompts, fp32_runs, dtype, artifacts_dir):
-    results, right = _agreements(model_dir, prompts, fp32_runs, dtype, "tilegate")
-    record_agreement(artifacts_dir, f"hf-long-context-{str(dtype)[6:]}", results)
-    failed = [f"{r.prompt}: {r.detail}" for r in results if not r.passed]
-    fp32_right = {name: fp32_runs[name].tokens == tuple(want) for name, (_, want) in prompts.items()}
-    failed += [f"{name}: wrong answer (FP32 is right)" for name, ok in right.items() if not ok and fp32_right[name]]
-    assert not failed, "\n".join(failed)
-
-
-@pytest.mark.parametrize("defect", PLANTED)
-def test_planted_long_context_bug_fails(model_dir, prompts, fp32_runs, defect, artifacts_dir):
-    results, right = _agreements(model_dir, prompts, fp32_runs, torch.float16, f"tilegate-{defect}")
-    record_agreement(artifacts_dir, f"hf-long-context-{defect}-planted", results)
-    caught = [r.prompt for r in results if not r.passed or not right[r.prompt]]
-    assert caught, f"planted {defect}: every long prompt still agreed and answered right"
-
-
-def _paged_runs(model_dir, prompts, dtype, attn):
-    from tilegate.serving.hf_attention import paged_attention_function, register
-
     register("tilegate-paged", paged_attention_function())
     for name, defects in PAGED_PLANTED.items():
         register(f"tilegate-paged-{name}", paged_attention_function(**defects))
-    with HfRunner(model_dir, dtype, attn, DEVICE) as test:
-        return {name: test.greedy(ids, len(want), cached_prefix=len(ids) - CACHED) for name, (ids, want) in prompts.items()}
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_paged_kernels_agree_with_fp32_and_answer_right(model_dir, prompts, fp32_runs, dtype, artifacts_dir):
-    runs = _paged_runs(model_dir, prompts, dtype, "tilegate-paged")
-    results = [compare(name, fp32_runs[name], runs[name]) for name in prompts]
-    record_agreement(artifacts_dir, f"hf-long-context-paged-{str(dtype)[6:]}", results)
-    failed = [f"{r.prompt}: {r.detail}" for r in results if not r.passed]
-    failed += [f"{name}: wrong answer (FP32 is right)" for name, (_, want) in prompts.items()
-               if runs[name].tokens != tuple(want) and fp32_runs[name].tokens == tuple(want)]
-    assert not failed, "\n".join(failed)
+DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+
+
+@DTYPES
+def test_kernel_agrees_with_fp32_and_answers_right(model_dir, prompts, fp32, logprob_bounds, dtype, artifacts_dir):
+    _register_kernels()
+    test = run_side(model_dir, prompts, dtype, "tilegate", cached=False)
+    problems = judge(prompts, fp32, test, logprob_bounds[dtype], f"hf-long-context-{str(dtype)[6:]}", artifacts_dir)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("defect", PLANTED)
+def test_planted_long_context_bug_fails(model_dir, prompts, fp32, logprob_bounds, defect, artifacts_dir):
+    _register_kernels()
+    test = run_side(model_dir, prompts, torch.float16, f"tilegate-{defect}", cached=False)
+    problems = judge(prompts, fp32, test, logprob_bounds[torch.float16], f"hf-long-context-{defect}-planted", artifacts_dir)
+    assert problems, f"planted {defect}: every long prompt still agreed, within the logprob bounds, and answered right"
+
+
+@DTYPES
+def test_paged_kernels_agree_with_fp32_and_answer_right(model_dir, prompts, fp32, logprob_bounds, dtype, artifacts_dir):
+    _register_kernels()
+    test = run_side(model_dir, prompts, dtype, "tilegate-paged", cached=True)
+    problems = judge(prompts, fp32, test, logprob_bounds[dtype], f"hf-long-context-paged-{str(dtype)[6:]}", artifacts_dir)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("bug", sorted(PAGED_PLANTED))
-def test_planted_paged_bug_fails(model_dir, prompts, fp32_runs, bug, artifacts_dir):
-    runs = _paged_runs(model_dir, prompts, torch.float16, f"tilegate-paged-{bug}")
-    results = [compare(name, fp32_runs[name], runs[name]) for name in prompts]
-    record_agreement(artifacts_dir, f"hf-long-context-paged-{bug}-planted", results)
-    caught = [name for name, (_, want) in prompts.items()
-              if not next(r for r in results if r.prompt == name).passed or runs[name].tokens != tuple(want)]
-    assert caught, f"planted {bug}: every long prompt still agreed and answered right"
+def test_planted_paged_bug_fails(model_dir, prompts, fp32, logprob_bounds, bug, artifacts_dir):
+    _register_kernels()
+    test = run_side(model_dir, prompts, torch.float16, f"tilegate-paged-{bug}", cached=True)
+    problems = judge(prompts, fp32, test, logprob_bounds[torch.float16], f"hf-long-context-paged-{bug}-planted",
+                     artifacts_dir)
+    assert problems, f"planted {bug}: every long prompt still agreed, within the logprob bounds, and answered right"

@@ -21,17 +21,22 @@ from tilegate.harness.sanitizer import TOOLS, parse_summary, run_asan, run_sanit
 pytestmark = pytest.mark.deadline(1800)  # a sanitized run is 10-100x slower than a plain one
 
 
-def _child_args(tool: str, family: str) -> list[str]:
-    return [family, "--plain-stores"] if tool == "initcheck" else [family]
+def _child_args(tool: str, family: str, head_dim: int) -> list[str]:
+    args = [family, "--head-dim", str(head_dim)]
+    extra = {"initcheck": ["--plain-stores"], "racecheck": ["--lean-grid"]}
+    return args + extra.get(tool, [])
 
 
 @pytest.mark.sanitize
 @pytest.mark.cuda
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", sanitize_child.HEAD_DIMS)  # two halves: racecheck over prefill takes minutes
 @pytest.mark.parametrize("family", sanitize_child.FAMILIES)
-@pytest.mark.parametrize("tool", TOOLS)
-def test_kernels_are_clean(tool, family, artifacts_dir):
-    result = run_sanitized(tool, _child_args(tool, family), artifacts_dir / "sanitize" / f"{tool}-{family}.log")
+# racecheck is the slowest tool: marked slow, its runs start first (conftest.py)
+@pytest.mark.parametrize("tool", [pytest.param(t, marks=pytest.mark.slow) if t == "racecheck" else t for t in TOOLS])
+def test_kernels_are_clean(tool, family, head_dim, artifacts_dir):
+    result = run_sanitized(tool, _child_args(tool, family, head_dim),
+                           artifacts_dir / "sanitize" / f"{tool}-{family}-d{head_dim}.log")
     assert result.completed, f"the {family} workload did not finish under {tool} (exit {result.returncode}): {result.log}"
     assert (result.errors, result.warnings) == (0, 0), (
         f"{tool} found {result.errors} errors, {result.warnings} warnings in {family} ({result.log}):\n{result.excerpt()}")

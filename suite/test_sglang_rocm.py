@@ -6,20 +6,25 @@ references/agreement.py).
 The runner's python serves: SGLang's ROCm build comes from the system site-packages (tox -e rocm),
 and tilegate's editable install registers the plugin. One child process per model (the same
 tilegate.harness.sglang_child as the CPU tier, cpu=False): the FP32 reference first, alone on the
-GPU, then one engine per backend. The engines serve bf16, as a deployment does.
+GPU, then one engine per backend. The engines serve bf16, as a deployment does. At long context
+the long-context tiny Llama-3 answers retrieval prompts of 3782, 8192 and 32768 tokens
+(fixtures/long_context_llama.py); there tilelang must also keep its logprobs within
+LOGPROB_MULTIPLE x how far the default backend's move from FP32, since a wrong kernel can keep
+every greedy token at these lengths.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from tilegate.fixtures.e2e_prompts import MAX_NEW_TOKENS, PROMPTS, ROUNDS
+from tilegate.fixtures.e2e_prompts import LONG_CONTEXT, MAX_NEW_TOKENS, PROMPTS, ROUNDS, RetrievalPrompt
 from tilegate.harness.sglang_driver import EngineRun
-from tilegate.references.agreement import TOP_K, GreedyRun, compare
+from tilegate.references.agreement import LOGPROB_MULTIPLE, TOP_K, GreedyRun, compare
 from tilegate.report import record_agreement
 
 pytestmark = [pytest.mark.e2e, pytest.mark.rocm, pytest.mark.xdist_group("sglang-rocm")]
@@ -32,6 +37,19 @@ def _spec(model: str, context_length: int | None = None) -> dict:
     kw = GPU_ENGINE | ({"context_length": context_length} if context_length else {})
     return {"model": model, "rounds": ROUNDS, "max_new_tokens": MAX_NEW_TOKENS, "top_k": TOP_K,
             "reference": True, "backends": BACKENDS, "device": "cuda", "dtype": "bfloat16", "engine_kwargs": kw}
+
+
+LONG_LENGTHS = (3782, 8192, 32768)
+
+
+def _long_context_spec() -> dict:
+    """Only the child's long-context phase: retrieval prompts (span mid-prompt, seed 7 as on the
+    CPU) on tilelang and the default backend, in a context that holds the 32k prompt and its answer."""
+    prompts = [asdict(RetrievalPrompt(f"retrieval-{n}", n, 7, 0.5)) for n in LONG_LENGTHS]
+    kw = GPU_ENGINE | {"context_length": max(LONG_LENGTHS) + 64}
+    return {"model": "long-context", "rounds": [], "max_new_tokens": 1, "top_k": TOP_K, "reference": False,
+            "backends": [], "device": "cuda", "dtype": "bfloat16", "engine_kwargs": kw,
+            "long_context": LONG_CONTEXT | {"prompts": prompts, "backends": BACKENDS}}
 
 
 def _serve(workdir: Path, spec: dict, timeout: float) -> dict:
@@ -74,3 +92,30 @@ def test_tilelang_kernels_serve_llama3(tmp_path_factory, artifacts_dir, request)
     result = _serve(tmp_path_factory.mktemp("sglang-rocm-llama3"), _spec(str(Path(path).resolve()), 8192),
                     timeout=3600)
     _check(result, "sglang-mi300x-llama3", artifacts_dir)
+
+
+def long_context_failures(lc: dict, artifacts_dir: Path, label: str, test: str = "tilelang",
+                          peer: str = "default") -> list[str]:
+    """The child's long-context record judged: ``test`` and ``peer`` each agree with FP32 on the
+    greedy tokens and answer right, and ``test``'s logprobs move at most LOGPROB_MULTIPLE x the
+    peer's (the same model, dtype and engine: the bar a correct kernel meets)."""
+    failed, shift = [], {}
+    for backend in (test, peer):
+        results = [compare(p["name"], GreedyRun.from_record(ref), GreedyRun.from_record(got))
+                   for p, ref, got in zip(lc["prompts"], lc["reference"], lc["generations"][backend], strict=True)]
+        record_agreement(artifacts_dir, f"{label}-{backend}-vs-hf-fp32", results)
+        failed += [f"{backend} {r.prompt}: {r.detail}" for r in results if not r.passed]
+        failed += [f"{backend} {p['name']}: wrong answer" for p, got in zip(lc["prompts"], lc["generations"][backend])
+                   if got["tokens"] != p["expected"]]
+        shift[backend] = {r.prompt: r.max_logprob_diff for r in results}
+    failed += [f"{test} {name}: logprobs moved {moved:.2e} > {LOGPROB_MULTIPLE} x {peer}'s {shift[peer][name]:.2e}"
+               for name, moved in shift[test].items() if moved > LOGPROB_MULTIPLE * shift[peer][name]]
+    return failed
+
+
+@pytest.mark.slow
+def test_tilelang_kernels_agree_at_long_context(tmp_path_factory, artifacts_dir):
+    """tilelang and the default backend on the retrieval prompts, against FP32 (long_context_failures)."""
+    result = _serve(tmp_path_factory.mktemp("sglang-rocm-long-context"), _long_context_spec(), timeout=2400)
+    failed = long_context_failures(result["long_context"], artifacts_dir, "sglang-mi300x-long-context")
+    assert not failed, "\n".join(failed)

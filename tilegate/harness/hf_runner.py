@@ -48,3 +48,21 @@ class HfRunner:
             vals, idx = logp.topk(k)
             tops.append(dict(zip(idx.tolist(), vals.tolist())))
         return GreedyRun(tuple(tokens), tuple(tops))
+
+    @torch.inference_mode()
+    def prompt_logprobs(self, prompt_ids: list[int], start: int, cached_prefix: int = 0) -> tuple[float, ...]:
+        """log p(prompt[i + 1] | prompt[:i + 1]) for i from ``start`` to the prompt's end, as a
+        serving engine reports prompt logprobs. ``cached_prefix``: as in ``greedy``; the rows
+        asked for must then be rows of the extend (``start >= cached_prefix``)."""
+        if not 0 <= cached_prefix <= start < len(prompt_ids) - 1:
+            raise ValueError(f"rows from {start} of a {len(prompt_ids)}-token prompt, {cached_prefix} cached")
+        ids = torch.tensor([prompt_ids], device=self.device)
+        extra = {}
+        if cached_prefix:
+            from transformers import DynamicCache
+
+            extra["past_key_values"] = cache = DynamicCache()
+            self.model(ids[:, :cached_prefix], past_key_values=cache, use_cache=True)
+        logits = self.model(ids[:, cached_prefix:], use_cache=bool(cached_prefix), **extra).logits[0]
+        logp = logits[start - cached_prefix:-1].float().log_softmax(-1)
+        return tuple(logp.gather(1, ids[0, start + 1:, None])[:, 0].tolist())

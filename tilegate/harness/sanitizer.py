@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# memcheck flags an access only outside every live allocation, and the driver places allocations
+# side by side: a read past the end of K landed in V, and memcheck saw nothing (H200). A pad after
+# each allocation (compute-sanitizer --padding) puts such a read in no allocation; 1 MiB is more
+# than any tail the kernels can overrun (one key block of the sanitizer's shapes is <= 64 KiB).
+MEMCHECK_PADDING_BYTES = 1 << 20
 _ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 _RACES = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 
@@ -69,6 +74,8 @@ def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float 
     cmd = [sanitizer, "--tool", tool, "--print-limit", "200", "--target-processes", "application-only"]
     if tool == "racecheck":
         cmd += ["--racecheck-report", "all"]  # hazards and the analysis summary both
+    if tool == "memcheck":
+        cmd += ["--padding", str(MEMCHECK_PADDING_BYTES)]
     cmd += [sys.executable, "-m", "tilegate.harness.sanitize_child", *child_args]
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)

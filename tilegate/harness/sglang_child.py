@@ -8,6 +8,9 @@ a time, compares nothing itself, and writes everything as JSON (tilegate.harness
   generations   greedy token ids per backend and prompt, with each step's top-k logprobs
   errors        per broken configuration: what SGLang's engine start said
   markers       what the instrumented plugin and backend recorded in each SGLang process
+  long_context  the same for the long-context model's retrieval prompts, served after the rest
+                (its prompts' lengths and expected answers, reference, generations, markers)
+  timings       seconds per phase and engine, and the whole run's
 """
 
 from __future__ import annotations
@@ -58,11 +61,14 @@ def _generate(engine, prompt_ids: list[list[int]], max_new_tokens: int, top_k: i
 
 def _model_path(which: str) -> str:
     """"trained": the trained tiny Llama-3 (built and trained once per machine, cached);
+    "long-context": the tiny Llama-3 trained for retrieval (fixtures/long_context_llama.py);
     "tiny": the random one; anything else: a checkpoint folder (a local Meta-Llama-3)."""
-    from tilegate.fixtures import tiny_llama, tiny_llama_train
+    from tilegate.fixtures import long_context_llama, tiny_llama, tiny_llama_train
 
     if which == "trained":
         return str(tiny_llama_train.ensure_trained_tiny_llama())
+    if which == "long-context":
+        return str(long_context_llama.ensure_long_context_llama())
     if which == "tiny":
         return str(tiny_llama.ensure_tiny_llama(tiny_llama.TINY_LLAMA))
     return which
@@ -81,13 +87,31 @@ def _prompt_ids(model: str, rounds: list[list]) -> list[list[list[int]]]:
              for p in prompts] for prompts in rounds]
 
 
-def _fp32_reference(model: str, ids: list[list[list[int]]], max_new_tokens: int, top_k: int, device: str) -> list:
-    """Hugging Face transformers, FP32, sdpa attention: greedy with the top-k of every step."""
+def _retrieval_prompts(model: str, long_context: dict) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, expected continuation) per retrieval prompt of the spec's "long_context"."""
+    from transformers import AutoTokenizer
+
+    from tilegate.fixtures.long_context_llama import retrieval_prompt
+
+    tok = AutoTokenizer.from_pretrained(model)
+    return [retrieval_prompt(tok, p["tokens"], p["seed"], span_at=p["span_at"], span_len=long_context["span_len"],
+                             prefix=long_context["prefix"]) for p in long_context["prompts"]]
+
+
+def _fp32_reference(model: str, ids: list[list[list[int]]], max_new_tokens: int, top_k: int, device: str,
+                    attention: str = "sdpa") -> list:
+    """Hugging Face transformers, FP32: greedy with the top-k of every step. ``attention``
+    "chunked": the gate's FP32 reference attention (tilegate.serving.hf_attention), query rows in
+    chunks, for long prompts: transformers' sdpa in float32 builds the whole score matrix for GQA."""
     import torch
 
     from tilegate.harness.hf_runner import HfRunner
 
-    with HfRunner(model, torch.float32, "sdpa", device) as ref:
+    if attention == "chunked":
+        from tilegate.references.transformers_attention import REFERENCE_IMPLEMENTATION, reference_attention_function, register
+
+        attention = register(REFERENCE_IMPLEMENTATION, reference_attention_function())
+    with HfRunner(model, torch.float32, attention, device) as ref:
         out = []
         for prompts in ids:
             runs = [ref.greedy(p, max_new_tokens, top_k) for p in prompts]
@@ -111,6 +135,53 @@ def _engine(model_path: str, backend: str | None, *, device: str = "cpu", dtype:
     chosen = {} if backend is None else {"attention_backend": backend}
     return sglang.Engine(model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0,
                          **chosen, **kw)
+
+
+def _serve(model: str, backend: str, ids: list[list[list[int]]], new: int, top_k: int, *, device: str, dtype: str,
+           kw: dict) -> tuple[list, dict, str]:
+    """One engine serving ``model`` with ``backend``, each round one batched greedy call on it.
+    Returns the generations per round, the start and generate seconds, and the backend SGLang ran."""
+    t0 = time.monotonic()
+    engine = _engine(model, None if backend == "default" else backend, device=device, dtype=dtype, **kw)
+    t1 = time.monotonic()
+    try:
+        generations = [_generate(engine, prompts, new, top_k) for prompts in ids]
+        chosen = engine.server_args.attention_backend
+    finally:
+        engine.shutdown()
+    return generations, {"start_s": t1 - t0, "generate_s": time.monotonic() - t1}, chosen
+
+
+def _use_marker_dir(folder: Path) -> Path:
+    """SGLang processes started from now on (they inherit the environment) record into ``folder``,
+    and so does the plugin here: a later phase's markers stay apart from the earlier ones."""
+    folder.mkdir(exist_ok=True)
+    os.environ[proto.MARKER_DIR_ENV] = str(folder)
+    return folder
+
+
+def _long_context(spec: dict, top_k: int, *, device: str, dtype: str, kw: dict, marker_dir: Path) -> dict:
+    """The spec's "long_context": retrieval prompts on their model, its FP32 reference, then each
+    backend, every prompt in one batch, generating the answer's length. Runs after the main
+    engines, its markers in ``marker_dir``."""
+    t0 = time.monotonic()
+    model = _model_path(spec["model"])
+    prompts = _retrieval_prompts(model, spec)
+    ids = [p for p, _ in prompts]
+    new = spec["span_len"] - spec["prefix"]  # the rest of the span: the answer
+    out: dict = {"model": model, "generations": {}, "timings": {"model_s": time.monotonic() - t0},
+                 "prompts": [{"name": p["name"], "ids_len": len(i), "expected": want}
+                             for p, (i, want) in zip(spec["prompts"], prompts)]}
+    t0 = time.monotonic()
+    out["reference"] = _fp32_reference(model, [ids], new, top_k, device, attention="chunked")[0]
+    out["timings"]["reference_s"] = time.monotonic() - t0
+    _use_marker_dir(marker_dir)
+    for backend in spec["backends"]:
+        generations, out["timings"][backend], _ = _serve(model, backend, [ids], new, top_k, device=device,
+                                                         dtype=dtype, kw=kw)
+        out["generations"][backend] = generations[0]
+    out["markers"] = _read_markers(marker_dir)
+    return out
 
 
 def _start_broken(spec_name: str) -> int:
@@ -150,12 +221,15 @@ def main(argv: list[str]) -> int:
     """spec.json: {"model": "trained", "rounds": [[prompt, ...], ...], "max_new_tokens": N, "top_k": K,
     "backends": ["torch_native", "tilelang-reference", "tilelang-reference-planted-stale_kv"], "reference": true,
     "broken": {"head-dim-32": "TINY_LLAMA_HEAD_DIM_32"}, "device": "cpu", "dtype": "float32",
-    "engine_kwargs": {...}}. Each round is one batched generate call on the same engine, so a
-    later round whose prompts extend an earlier one's reaches SGLang's radix cache: an extend
-    over a cached prefix. "reference" adds the FP32 transformers run of the same prompt ids
-    (before the engines, so on a GPU it has the memory to itself). Backend "default": SGLang's
-    own choice for the platform; the tilelang-reference names are the instrumented plugin's
-    (tilegate.harness.sglang_instrumented). Each broken model is started in a process of its own."""
+    "engine_kwargs": {...}, "long_context": {"model": "long-context", "prompts": [{"name": ..., "tokens": N,
+    "seed": S, "span_at": F}, ...], "span_len": L, "prefix": P, "backends": [...]}}. Each round is one
+    batched generate call on the same engine, so a later round whose prompts extend an earlier
+    one's reaches SGLang's radix cache: an extend over a cached prefix. "reference" adds the FP32
+    transformers run of the same prompt ids (before the engines, so on a GPU it has the memory to
+    itself). Backend "default": SGLang's own choice for the platform; the tilelang-reference names
+    are the instrumented plugin's (tilegate.harness.sglang_instrumented). Each broken model is
+    started in a process of its own. "long_context" runs last, with markers of its own
+    (_long_context), so the first phase's records read as they did without it."""
     if argv[0] == "--start-broken":
         return _start_broken(argv[1])
     spec_path, out_path = Path(argv[0]), Path(argv[1])
@@ -163,7 +237,7 @@ def main(argv: list[str]) -> int:
     marker_dir = Path(os.environ[proto.MARKER_DIR_ENV])
     device, top_k, new = spec.get("device", "cpu"), spec.get("top_k", 5), spec["max_new_tokens"]
 
-    t0 = time.monotonic()
+    t_run = t0 = time.monotonic()
     model = _model_path(spec.get("model", "tiny"))
     ids = _prompt_ids(model, spec["rounds"])
     result: dict = {"pid": os.getpid(), "model": model, "prompt_ids_len": [[len(p) for p in r] for r in ids],
@@ -173,22 +247,22 @@ def main(argv: list[str]) -> int:
         result["reference"] = _fp32_reference(model, ids, new, top_k, device)
         result["timings"]["reference_s"] = time.monotonic() - t0
     kw = (ENGINE_DEFAULTS if device == "cpu" else {}) | spec.get("engine_kwargs", {})
+    dtype = spec.get("dtype", "float32")
     for backend in spec.get("backends", []):
-        t0 = time.monotonic()
-        engine = _engine(model, None if backend == "default" else backend, device=device,
-                         dtype=spec.get("dtype", "float32"), **kw)
-        t1 = time.monotonic()
-        try:
-            result["generations"][backend] = [_generate(engine, prompts, new, top_k) for prompts in ids]
-            if backend == "default":
-                result["default_backend"] = engine.server_args.attention_backend
-        finally:
-            engine.shutdown()
-        result["timings"][backend] = {"start_s": t1 - t0, "generate_s": time.monotonic() - t1}
+        result["generations"][backend], result["timings"][backend], chosen = _serve(
+            model, backend, ids, new, top_k, device=device, dtype=dtype, kw=kw)
+        if backend == "default":
+            result["default_backend"] = chosen
     # after the good engines, not alongside: on 2 cores two SGLang start-ups only slow each other
     for label, spec_name in spec.get("broken", {}).items():
         result["errors"][label] = _collect_broken(*_start_broken_process(label, spec_name, out_path.parent))
     result["markers"] = _read_markers(marker_dir)
+    if "long_context" in spec:
+        t0 = time.monotonic()
+        result["long_context"] = _long_context(spec["long_context"], top_k, device=device, dtype=dtype, kw=kw,
+                                               marker_dir=out_path.parent / "markers-long-context")
+        result["timings"]["long_context_s"] = time.monotonic() - t0
+    result["timings"]["total_s"] = time.monotonic() - t_run
     out_path.write_text(json.dumps(result, indent=1))
     return 0
 

@@ -10,7 +10,9 @@ nothing. In every SGLang process it then registers:
                                   (tilegate.references.paged): SGLang's CPU engine can serve it
   tilelang-reference-planted-BUG  the same with a planted bug, the comparisons' self-test:
                                   scale (softmax scale x1.25), stale_kv (each decode query misses
-                                  its own key, the one just written: a paged-cache bookkeeping bug)
+                                  its own key, the one just written: a paged-cache bookkeeping bug),
+                                  scale10 (softmax scale x1.1: keeps the long-context model's greedy
+                                  tokens but moves their logprobs, see tilegate.fixtures.e2e_prompts)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tilegate.serving.sglang_backend import TileLangAttnBackend
 
 REFERENCE = "tilelang-reference"
 # bug -> (softmax scale factor, decode length shift)
-PLANTED_BUGS = {"scale": (1.25, 0), "stale_kv": (1.0, 1)}
+PLANTED_BUGS = {"scale": (1.25, 0), "stale_kv": (1.0, 1), "scale10": (1.1, 0)}
 
 
 class ReferenceOps:
@@ -84,13 +86,18 @@ def _factory(name: str, ops_for=None, planted_bug: str | None = None):
     return create
 
 
+def planted_name(bug: str) -> str:
+    """The attention_backend name that serves the reference adapter with ``bug`` planted."""
+    return f"{REFERENCE}-planted-{bug}"
+
+
 def register() -> None:
     if not os.environ.get(proto.MARKER_DIR_ENV):
         return  # not under the gate's harness: leave SGLang as the production plugin set it up
     sglang_plugin.register()  # production first, then observed in its place
     sglang_plugin.register_backend(sglang_plugin.BACKEND_NAME, _factory(sglang_plugin.BACKEND_NAME))
     sglang_plugin.register_backend(REFERENCE, _factory(REFERENCE, ReferenceOps))
-    for bug, (scale, shift) in PLANTED_BUGS.items():
-        name = f"{REFERENCE}-planted-{bug}"
+    for bug, (scale, shift) in PLANTED_BUGS.items():  # every planted bug, each under its own name
+        name = planted_name(bug)
         sglang_plugin.register_backend(name, _factory(name, lambda s=scale, d=shift: ReferenceOps(s, d), bug))
-    _marker("registered", {"names": [sglang_plugin.BACKEND_NAME, REFERENCE]})
+    _marker("registered", {"names": [sglang_plugin.BACKEND_NAME, REFERENCE, *map(planted_name, PLANTED_BUGS)]})

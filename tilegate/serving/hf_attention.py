@@ -3,7 +3,8 @@
 Registered under ``attn_implementation="tilegate"``. transformers hands query [b, hq, sq, d]
 and the whole cached key/value [b, hkv, sk, d]; the new queries are the last sq positions, so
 causal attention is the kernel's bottom-right alignment. Padding masks are not supported: run
-one prompt per batch (a padded batch raises instead of attending to padding).
+one prompt per batch (a padded batch raises instead of attending to padding). A mask that is just
+that causal pattern (transformers builds one for an extend over cached keys) is accepted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from tilegate.kernels.configs import default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.dtypes import dtype_name
+from tilegate.references.transformers_attention import register as register_attention
+from tilegate.references.transformers_attention import require_causal_mask
 from tilegate.runtime import flash_attention
 
 ATTN_IMPLEMENTATION = "tilegate"
@@ -25,8 +28,7 @@ def attention_function(defect: str | None = None):
 
     def tilegate_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                            is_causal=None, **kwargs):
-        if attention_mask is not None:
-            raise ValueError("tilegate attention takes no padding mask: run one unpadded prompt per batch")
+        require_causal_mask(attention_mask, query.shape[2], key.shape[2])
         if dropout:
             raise ValueError("tilegate attention has no dropout")
         head_dim = query.shape[-1]
@@ -54,8 +56,9 @@ def paged_attention_function(extend_defect: str | None = None, combine_defect: s
 
     def tilegate_paged_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                                  is_causal=None, **kwargs):
-        if attention_mask is not None or dropout or query.shape[0] != 1:
-            raise ValueError("tilegate-paged attention takes one unpadded prompt, no dropout")
+        require_causal_mask(attention_mask, query.shape[2], key.shape[2])
+        if dropout or query.shape[0] != 1:
+            raise ValueError("tilegate-paged attention takes one prompt (batch 1), no dropout")
         seq_q, seq_k = query.shape[2], key.shape[2]
         q = query[0].transpose(0, 1).contiguous()  # [seq_q, hq, d]
         k_pool, v_pool = (t[0].transpose(0, 1).contiguous() for t in (key, value))  # [seq_k, hkv, d]
@@ -76,10 +79,4 @@ def paged_attention_function(extend_defect: str | None = None, combine_defect: s
 
 def register(name: str = ATTN_IMPLEMENTATION, function=None) -> str:
     """Register ``function`` (default: the kernel) with transformers under ``name``."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-    AttentionInterface.register(name, function or attention_function())
-    # sdpa's mask builder returns None for an unpadded causal batch, which the kernel needs
-    ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
-    return name
+    return register_attention(name, function or attention_function())
