@@ -139,8 +139,10 @@ def judge(prompts, fp32: Side, test: Side, bounds: dict, record_as: str, artifac
         gen_bound, prompt_bound = bounds[r.prompt]
         shift = max_shift(fp32.prompt_logprobs[r.prompt], test.prompt_logprobs[r.prompt])
         right = test.runs[r.prompt].tokens == tuple(want)
-        rows.append(f"{r.prompt}: steps dlogp {r.max_logprob_diff:.2e} (bound {gen_bound:.2e}), prompt rows "
-                    f"dlogp {shift:.2e} (bound {prompt_bound:.2e}), tokens {'agree' if r.passed else r.detail}, "
+        m = margins(fp32.runs[r.prompt])
+        rows.append(f"{r.prompt}: FP32 margin min {min(m):.2f} median {statistics.median(m):.2f}; steps dlogp "
+                    f"{r.max_logprob_diff:.2e} (bound {gen_bound:.2e}), prompt rows dlogp {shift:.2e} "
+                    f"(bound {prompt_bound:.2e}), tokens {'agree' if r.passed else r.detail}, "
                     f"answer {'right' if right else 'wrong'}")
         if not r.passed:
             problems.append(f"{r.prompt}: {r.detail}")
