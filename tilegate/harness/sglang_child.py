@@ -229,7 +229,8 @@ def main(argv: list[str]) -> int:
     itself). Backend "default": SGLang's own choice for the platform; the tilelang-reference names
     are the instrumented plugin's (tilegate.harness.sglang_instrumented). Each broken model is
     started in a process of its own. "long_context" runs last, with markers of its own
-    (_long_context), so the first phase's records read as they did without it."""
+    (_long_context), so the first phase's records read as they did without it; "bench" (a serving
+    benchmark: tilegate.harness.sglang_bench) after it."""
     if argv[0] == "--start-broken":
         return _start_broken(argv[1])
     spec_path, out_path = Path(argv[0]), Path(argv[1])
@@ -262,6 +263,12 @@ def main(argv: list[str]) -> int:
         result["long_context"] = _long_context(spec["long_context"], top_k, device=device, dtype=dtype, kw=kw,
                                                marker_dir=out_path.parent / "markers-long-context")
         result["timings"]["long_context_s"] = time.monotonic() - t0
+    if "bench" in spec:  # tilegate.harness.sglang_bench: the serving benchmark, alone on the device
+        from tilegate.harness import sglang_bench
+
+        bench_model = _model_path(spec["bench"].get("model", spec.get("model", "tiny")))
+        result["bench"] = sglang_bench.run(bench_model, spec["bench"], lambda backend, **extra: _engine(
+            bench_model, None if backend == "default" else backend, device=device, dtype=dtype, **(kw | extra)))
     result["timings"]["total_s"] = time.monotonic() - t_run
     out_path.write_text(json.dumps(result, indent=1))
     return 0
