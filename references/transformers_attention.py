@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 
+import torch
+
+from tilegate.references.attention import ref_attention, ref_attention_lowp
+
 REFERENCE_IMPLEMENTATION = "tilegate-fp32"
 LOWP_REFERENCE_IMPLEMENTATION = "tilegate-lowp"
 
@@ -19,8 +23,6 @@ def require_causal_mask(mask, seq_q: int, seq_k: int) -> None:
     apply themselves: boolean (True attends) or additive (0 attends), [b, 1, seq_q, seq_k]."""
     if mask is None:
         return
-    import torch
-
     if mask.dim() != 4 or tuple(mask.shape[-2:]) != (seq_q, seq_k):
         raise ValueError(f"attention mask of shape {tuple(mask.shape)}: expected [b, 1, {seq_q}, {seq_k}]")
     attends = mask if mask.dtype == torch.bool else mask == 0
@@ -49,8 +51,6 @@ def reference_attention_function():
     """The FP32 reference (query rows in chunks), in the model's own float32/float64.
     transformers' own "sdpa" in float32 falls back to the math kernel for GQA and builds the whole
     score matrix: 32 GiB for one layer of a 32768-token prompt with 8 heads."""
-    from tilegate.references.attention import ref_attention
-
     return _torch_attention_function(lambda q, k, v, scale: ref_attention(q, k, v, causal=True, scale=scale,
                                                                           precision=q.dtype))
 
@@ -58,7 +58,6 @@ def reference_attention_function():
 def lowp_attention_function():
     """Plain attention in the model's fp16/bf16 (matmuls and softmax in that dtype): the baseline
     the long-context tier scales its logprob bounds from, as the numerics tier does its error bounds."""
-    from tilegate.references.attention import ref_attention_lowp
 
     def attend(q, k, v, scale):
         if scale is not None and not math.isclose(scale, q.shape[-1] ** -0.5, rel_tol=1e-6):

@@ -135,7 +135,7 @@ def judge(prompts, fp32: Side, test: Side, bounds: dict, record_as: str, artifac
     record_agreement(artifacts_dir, record_as, results)
     problems, rows = [], []
     for r in results:
-        ids, want = prompts[r.prompt]
+        want = prompts[r.prompt][1]
         gen_bound, prompt_bound = bounds[r.prompt]
         shift = max_shift(fp32.prompt_logprobs[r.prompt], test.prompt_logprobs[r.prompt])
         right = test.runs[r.prompt].tokens == tuple(want)
@@ -190,34 +190,37 @@ def _register_kernels():
 DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 
 
+def problems_of(attn: str, dtype, model_dir, prompts, fp32, logprob_bounds, artifacts_dir, record_as: str) -> list[str]:
+    """``attn`` (a registered kernel: ``tilegate-paged*`` runs as an extend over a cached prefix)
+    judged against FP32 at ``dtype``'s bounds."""
+    _register_kernels()
+    test = run_side(model_dir, prompts, dtype, attn, cached=attn.startswith("tilegate-paged"))
+    return judge(prompts, fp32, test, logprob_bounds[dtype], record_as, artifacts_dir)
+
+
 @DTYPES
 def test_kernel_agrees_with_fp32_and_answers_right(model_dir, prompts, fp32, logprob_bounds, dtype, artifacts_dir):
-    _register_kernels()
-    test = run_side(model_dir, prompts, dtype, "tilegate", cached=False)
-    problems = judge(prompts, fp32, test, logprob_bounds[dtype], f"hf-long-context-{str(dtype)[6:]}", artifacts_dir)
+    problems = problems_of("tilegate", dtype, model_dir, prompts, fp32, logprob_bounds, artifacts_dir,
+                           f"hf-long-context-{str(dtype)[6:]}")
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("defect", PLANTED)
 def test_planted_long_context_bug_fails(model_dir, prompts, fp32, logprob_bounds, defect, artifacts_dir):
-    _register_kernels()
-    test = run_side(model_dir, prompts, torch.float16, f"tilegate-{defect}", cached=False)
-    problems = judge(prompts, fp32, test, logprob_bounds[torch.float16], f"hf-long-context-{defect}-planted", artifacts_dir)
+    problems = problems_of(f"tilegate-{defect}", torch.float16, model_dir, prompts, fp32, logprob_bounds, artifacts_dir,
+                           f"hf-long-context-{defect}-planted")
     assert problems, f"planted {defect}: every long prompt still agreed, within the logprob bounds, and answered right"
 
 
 @DTYPES
 def test_paged_kernels_agree_with_fp32_and_answer_right(model_dir, prompts, fp32, logprob_bounds, dtype, artifacts_dir):
-    _register_kernels()
-    test = run_side(model_dir, prompts, dtype, "tilegate-paged", cached=True)
-    problems = judge(prompts, fp32, test, logprob_bounds[dtype], f"hf-long-context-paged-{str(dtype)[6:]}", artifacts_dir)
+    problems = problems_of("tilegate-paged", dtype, model_dir, prompts, fp32, logprob_bounds, artifacts_dir,
+                           f"hf-long-context-paged-{str(dtype)[6:]}")
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("bug", sorted(PAGED_PLANTED))
 def test_planted_paged_bug_fails(model_dir, prompts, fp32, logprob_bounds, bug, artifacts_dir):
-    _register_kernels()
-    test = run_side(model_dir, prompts, torch.float16, f"tilegate-paged-{bug}", cached=True)
-    problems = judge(prompts, fp32, test, logprob_bounds[torch.float16], f"hf-long-context-paged-{bug}-planted",
-                     artifacts_dir)
+    problems = problems_of(f"tilegate-paged-{bug}", torch.float16, model_dir, prompts, fp32, logprob_bounds,
+                           artifacts_dir, f"hf-long-context-paged-{bug}-planted")
     assert problems, f"planted {bug}: every long prompt still agreed, within the logprob bounds, and answered right"

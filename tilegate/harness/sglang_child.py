@@ -128,11 +128,11 @@ ENGINE_DEFAULTS = {"max_total_tokens": 8192, "context_length": 4096, "max_runnin
                    "disable_cuda_graph": True, "skip_server_warmup": True, "log_level": "error"}
 
 
-def _engine(model_path: str, backend: str | None, *, device: str = "cpu", dtype: str = "float32", **kw):
-    """backend None: SGLang picks its default attention backend for the platform."""
+def _engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "float32", **kw):
+    """backend "default": SGLang picks its default attention backend for the platform."""
     import sglang
 
-    chosen = {} if backend is None else {"attention_backend": backend}
+    chosen = {} if backend == "default" else {"attention_backend": backend}
     return sglang.Engine(model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0,
                          **chosen, **kw)
 
@@ -142,7 +142,7 @@ def _serve(model: str, backend: str, ids: list[list[list[int]]], new: int, top_k
     """One engine serving ``model`` with ``backend``, each round one batched greedy call on it.
     Returns the generations per round, the start and generate seconds, and the backend SGLang ran."""
     t0 = time.monotonic()
-    engine = _engine(model, None if backend == "default" else backend, device=device, dtype=dtype, **kw)
+    engine = _engine(model, backend, device=device, dtype=dtype, **kw)
     t1 = time.monotonic()
     try:
         generations = [_generate(engine, prompts, new, top_k) for prompts in ids]
@@ -266,9 +266,8 @@ def main(argv: list[str]) -> int:
     if "bench" in spec:  # tilegate.harness.sglang_bench: the serving benchmark, alone on the device
         from tilegate.harness import sglang_bench
 
-        bench_model = _model_path(spec["bench"].get("model", spec.get("model", "tiny")))
-        result["bench"] = sglang_bench.run(bench_model, spec["bench"], lambda backend, **extra: _engine(
-            bench_model, None if backend == "default" else backend, device=device, dtype=dtype, **(kw | extra)))
+        result["bench"] = sglang_bench.run(model, spec["bench"], lambda backend, **extra: _engine(
+            model, backend, device=device, dtype=dtype, **(kw | extra)))
     result["timings"]["total_s"] = time.monotonic() - t_run
     out_path.write_text(json.dumps(result, indent=1))
     return 0
