@@ -86,9 +86,10 @@ def softmax_update(scale_log2: float):
         T.reduce_max(scores, row_max, dim=1, clear=False)
         for i in T.Parallel(rows):
             row_max[i] = T.max(row_max[i], row_max_prev[i])
-            rescale[i] = T.exp2((row_max_prev[i] - row_max[i]) * scale_log2)
+            rescale[i] = T.exp2(row_max_prev[i] * scale_log2 - row_max[i] * scale_log2)
+        # x * s - m * s: one fused multiply-add per score (m * s is computed once per row)
         for i, j in T.Parallel(rows, cols):
-            scores[i, j] = T.exp2((scores[i, j] - row_max[i]) * scale_log2)
+            scores[i, j] = T.exp2(scores[i, j] * scale_log2 - row_max[i] * scale_log2)
         T.reduce_sum(scores, block_sum, dim=1)
         for i in T.Parallel(rows):
             row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]

@@ -21,7 +21,7 @@ from tilegate.kernels.online_softmax import (
     softmax_update,
     store_transposed,
 )
-from tilegate.kernels.paged_gather import gather_rows, load_slots
+from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, load_slots, start_kv_prefetch
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -71,19 +71,37 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                 q_tile[h, d] = T.if_then_else(h < groups, Q[b, kv_head * groups + h, d], 0)
             reset_softmax_state(out_acc, row_sum, row_max)
 
-            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                load_slots(req_to_token, req, start + kb * block_n, stop, slots)
-                gather_rows(K_pool, slots, kv_head, k_tile)
-                for h, n in T.Parallel(block_h, block_n):
-                    scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
-                qk(q_tile, k_tile, scores)
-                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                if cfg.v_transposed:
-                    gather_rows(V_pool, slots, kv_head, v_regs)
-                    store_transposed(v_regs, v_tile)
-                else:
-                    gather_rows(V_pool, slots, kv_head, v_tile)
-                accumulate(probs, v_tile, out_acc, rescale, None, None)
+            if cfg.prefetch_kv:
+                k_next = T.alloc_fragment([block_n, head_dim], dtype)
+                v_next = T.alloc_fragment([block_n, head_dim], dtype)
+                slots_ahead = T.alloc_fragment([block_n], INDEX)
+                start_kv_prefetch(req_to_token, req, start, stop, slots, slots_ahead, K_pool, V_pool, kv_head,
+                                  k_next, v_next)
+                for kb in T.serial(n_blocks):
+                    T.copy(k_next, k_tile)
+                    T.copy(v_next, v_tile)
+                    if kb + 1 < n_blocks:  # in flight while this block computes
+                        advance_kv_prefetch(req_to_token, req, start + (kb + 1) * block_n, stop, slots, slots_ahead,
+                                            K_pool, V_pool, kv_head, k_next, v_next)
+                    for h, n in T.Parallel(block_h, block_n):
+                        scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
+                    qk(q_tile, k_tile, scores)
+                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                    accumulate(probs, v_tile, out_acc, rescale, None, None)
+            else:
+                for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                    load_slots(req_to_token, req, start + kb * block_n, stop, slots)
+                    gather_rows(K_pool, slots, kv_head, k_tile)
+                    for h, n in T.Parallel(block_h, block_n):
+                        scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
+                    qk(q_tile, k_tile, scores)
+                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                    if cfg.v_transposed:
+                        gather_rows(V_pool, slots, kv_head, v_regs)
+                        store_transposed(v_regs, v_tile)
+                    else:
+                        gather_rows(V_pool, slots, kv_head, v_tile)
+                    accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
             for h, d in T.Parallel(block_h, head_dim):

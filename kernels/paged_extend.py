@@ -27,7 +27,7 @@ from tilegate.kernels.online_softmax import (
     softmax_update,
     store_transposed,
 )
-from tilegate.kernels.paged_gather import gather_rows, load_slots
+from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, load_slots, start_kv_prefetch
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -52,6 +52,18 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
 
+    @T.macro
+    def mask_scores(scores, kb, ctx, first_row_pos):
+        """0 where key ``kb * block_n + j`` is visible to the tile's row i (at context position
+        ``first_row_pos + i``), -inf elsewhere."""
+        for i, j in T.Parallel(block_m, block_n):
+            key = kb * block_n + j
+            if causal:
+                visible = (key < ctx) & (key <= first_row_pos + i)
+            else:
+                visible = key < ctx
+            scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
+
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
 
     @T.prim_func
@@ -66,7 +78,10 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
         extend_starts: T.Tensor([batch], INDEX),
         Out: T.Tensor([total, shape.q_heads, head_dim], dtype),
     ):
-        with T.Kernel(T.ceildiv(total, block_m), shape.q_heads, batch, threads=cfg.threads) as (bx, head, b):
+        # As in flash_fwd: heads fastest, and the longest row tiles (a request's last) launched first.
+        n_tiles = T.ceildiv(total, block_m)
+        with T.Kernel(shape.q_heads, n_tiles, batch, threads=cfg.threads) as (head, tile, b):
+            bx = n_tiles - 1 - tile
             q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
@@ -95,24 +110,36 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                 keys = ctx
             n_blocks = T.if_then_else(bx * block_m < n_new, T.ceildiv(keys, block_n), 0)
 
-            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                load_slots(req_to_token, req, kb * block_n, ctx, slots)
-                gather_rows(K_pool, slots, kv_head, k_tile)
-                for i, j in T.Parallel(block_m, block_n):
-                    key = kb * block_n + j
-                    if causal:
-                        visible = (key < ctx) & (key <= prefix + bx * block_m + i)
+            if cfg.prefetch_kv:
+                k_next = T.alloc_fragment([block_n, head_dim], dtype)
+                v_next = T.alloc_fragment([block_n, head_dim], dtype)
+                slots_ahead = T.alloc_fragment([block_n], INDEX)
+                first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
+                start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
+                                  k_next, v_next)
+                for kb in T.serial(n_blocks):
+                    T.copy(k_next, k_tile)
+                    T.copy(v_next, v_tile)
+                    if kb + 1 < n_blocks:  # in flight while this block computes
+                        advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool, V_pool,
+                                            kv_head, k_next, v_next)
+                    mask_scores(scores, kb, ctx, prefix + bx * block_m)
+                    qk(q_tile, k_tile, scores)
+                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                    accumulate(probs, v_tile, out_acc, rescale, None, None)
+            else:
+                for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                    load_slots(req_to_token, req, kb * block_n, ctx, slots)
+                    gather_rows(K_pool, slots, kv_head, k_tile)
+                    mask_scores(scores, kb, ctx, prefix + bx * block_m)
+                    qk(q_tile, k_tile, scores)
+                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                    if cfg.v_transposed:
+                        gather_rows(V_pool, slots, kv_head, v_regs)
+                        store_transposed(v_regs, v_tile)
                     else:
-                        visible = key < ctx
-                    scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
-                qk(q_tile, k_tile, scores)
-                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                if cfg.v_transposed:
-                    gather_rows(V_pool, slots, kv_head, v_regs)
-                    store_transposed(v_regs, v_tile)
-                else:
-                    gather_rows(V_pool, slots, kv_head, v_tile)
-                accumulate(probs, v_tile, out_acc, rescale, None, None)
+                        gather_rows(V_pool, slots, kv_head, v_tile)
+                    accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             for i, d in T.Parallel(block_m, head_dim):
                 row = bx * block_m + i

@@ -25,3 +25,32 @@ def gather_rows(pool, slots, kv_head, tile):
     """``tile[n, :]`` = ``pool[slots[n], kv_head, :]``; zero where the slot is NO_SLOT."""
     for n, d in T.Parallel(tile.shape[0], tile.shape[1]):
         tile[n, d] = T.if_then_else(slots[n] != NO_SLOT, pool[slots[n], kv_head, d], 0)
+
+
+# Prefetching (configs with prefetch_kv): block kb + 1's K and V rows are gathered into registers
+# while block kb computes, and block kb + 2's slots are read a block earlier still, so that neither
+# the slot read nor the row gather waits in line with the matrix products.
+
+
+@T.macro
+def gather_kv(k_pool, v_pool, slots, kv_head, k_dst, v_dst):
+    gather_rows(k_pool, slots, kv_head, k_dst)
+    gather_rows(v_pool, slots, kv_head, v_dst)
+
+
+@T.macro
+def start_kv_prefetch(req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next):
+    """Block 0 (context positions from ``first``) into ``k_next``/``v_next``; block 1's slots into ``slots_ahead``."""
+    load_slots(req_to_token, req, first, limit, slots)
+    gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
+    load_slots(req_to_token, req, first + slots.shape[0], limit, slots_ahead)
+
+
+@T.macro
+def advance_kv_prefetch(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next,
+                        v_next):
+    """The next block (from ``next_first``, its slots already in ``slots_ahead``) into ``k_next``/``v_next``;
+    the block after it's slots into ``slots_ahead``."""
+    T.copy(slots_ahead, slots)
+    gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
+    load_slots(req_to_token, req, next_first + slots.shape[0], limit, slots_ahead)

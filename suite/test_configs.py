@@ -7,6 +7,7 @@ from tilegate.kernels.configs import (
     GFX942,
     SM90,
     ConfigError,
+    DecodeConfig,
     TileConfig,
     configs_for,
     fp16_accum_variant,
@@ -62,6 +63,25 @@ def test_double_buffering_counts_against_lds():
 def test_unknown_accumulator_dtype_is_rejected():
     with pytest.raises(ConfigError, match="accum_dtype"):
         TileConfig("x", 64, 64, 1, 128, accum_dtype="float64")
+
+
+def test_prefetch_does_not_combine_with_a_transposed_v():
+    with pytest.raises(ConfigError, match="prefetch_kv"):
+        TileConfig("x", 64, 64, 1, 128, v_transposed=True, prefetch_kv=True)
+    with pytest.raises(ConfigError, match="prefetch_kv"):
+        DecodeConfig("x", 64, 128, 16, v_transposed=True, prefetch_kv=True)
+
+
+def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monkeypatch):
+    from tilegate import runtime
+
+    seen = []
+    monkeypatch.setattr(runtime, "_compiled", lambda factory, shape, cfg, passes, **kw: seen.append(dict(passes)))
+    for target in ("sm90", "gfx942"):
+        monkeypatch.setattr(runtime, "local_target", lambda target=target: target)
+        runtime.compiled(None, D128, None, {"tl.disable_safe_memory_legalize": True})
+    assert seen == [{"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
+                    {"tl.disable_safe_memory_legalize": True}]
 
 
 def test_fp16_accum_variant_keeps_the_tile():

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from planted_hang_tests import HANG_DEADLINE_S
 
 from tilegate.paths import REPO_ROOT
 from tilegate.watchdog import EXIT_CODE
@@ -84,7 +85,7 @@ def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
     out = _run_planted(tmp_path, ("test_compile_the_planted_hang", "test_planted_hang",
                                   "test_a_healthy_call_after_the_hang"), 240)
     assert "tilegate watchdog: suite/planted_hang_tests.py::test_planted_hang" in out, out[-3000:]
-    assert ("still running after 20 s (last kernel launched: flash_fwd causal-mha8-d64-fp16" in out
+    assert (f"still running after {HANG_DEADLINE_S} s (last kernel launched: flash_fwd causal-mha8-d64-fp16" in out
             and "defect=hang" in out), out[-3000:]
     assert "crashed while running 'suite/planted_hang_tests.py::test_planted_hang" in out, out[-3000:]
     # the crash, its refused retry; the healthy tests pass (the compile step may be re-sent too)

@@ -1,7 +1,7 @@
 """The perf tier's workload: each kernel family on each local config, timed against torch SDPA in
 the same process, on one GPU, with nothing else running (tilegate/harness/perf.py starts it):
 
-    python -m tilegate.harness.perf_child [--defect double_load] [--families prefill,extend,decode]
+    python -m tilegate.harness.perf_child [--defect extra_exp] [--families prefill,extend,decode]
 
 Times are medians of CUDA/HIP event timings after warm-up, in ``rounds`` interleaved rounds (kernel,
 peer, kernel, peer, ...) so that the machine's drift hits both sides alike. The last line printed is
@@ -195,7 +195,7 @@ def copy_gbps() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--defect", help="a planted flash_fwd defect (prefill only): double_load")
+    parser.add_argument("--defect", help="a planted flash_fwd defect (prefill only): extra_exp")
     parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args(argv)
     families = args.families.split(",")
