@@ -113,7 +113,8 @@ GFX942_CONFIGS = {64: _GFX942_COMMON, 128: _GFX942_COMMON}
 
 # sm90 configs, chosen from the perf tier on the H200 (README, "Performance"): TileLang
 # warp-specialises these (a TMA producer warpgroup beside 3 or 2 consumer warpgroups of 64 rows).
-# 192 query rows per workgroup beat 128 by 3-5% at every measured length; 2 stages of 128 keys.
+# 192 query rows per workgroup were 4-9% faster than 128 at 8192-32768 tokens and within the noise at
+# 3782 (the runs disagree there); 2 stages of 128 keys.
 _SM90_COMMON = (
     TileConfig("m192n128w12", block_m=192, block_n=128, num_stages=2, threads=384),
     TileConfig("m128n128w8", block_m=128, block_n=128, num_stages=2, threads=256),
@@ -200,8 +201,8 @@ _GFX942_DECODE = (
     DecodeConfig("n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True),
     DecodeConfig("n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True),
 )
-# sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.4-3.7
-# TB/s. 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV heads x 16).
+# sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
+# TB/s (across runs). 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV heads x 16).
 _SM90_DECODE = (
     DecodeConfig("n64w2s16-pf", block_n=64, threads=64, num_splits=16, prefetch_kv=True),
     DecodeConfig("n128w4s8-pf", block_n=128, threads=128, num_splits=8, prefetch_kv=True),

@@ -4,7 +4,7 @@ A kernel loads its K and V tiles its own way (dense copy, or a gather through SG
 req_to_token) and writes 0 / -inf into ``scores`` for visible / masked keys; these macros
 do the rest, identically for prefill, extend and decode:
 
-  scores += Q K^T;  running max and sum updated;  P = exp2((scores - max) * scale);
+  scores += Q K^T;  running max and sum updated;  P = exp2(scores * scale - max * scale);
   out = out * rescale + P V   (fp32, or fp16 in the variant the gate must catch)
 """
 

@@ -8,8 +8,9 @@ the pools through req_to_token: nothing is copied to a contiguous buffer first. 
 masks align bottom-right within each request. The per-block math is the prefill kernel's
 (kernels/online_softmax.py).
 
-Grid: (tiles of block_m over total_tokens) x heads x requests; tiles past a request's own
-extend length run no key blocks and store nothing.
+Grid: heads x (tiles of block_m over total_tokens) x requests, heads fastest and a request's last
+(longest) row tiles launched first; tiles past a request's own extend length run no key blocks
+and store nothing.
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.

@@ -80,8 +80,11 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     for target in ("sm90", "gfx942"):
         monkeypatch.setattr(runtime, "local_target", lambda target=target: target)
         runtime.compiled(None, D128, None, {"tl.disable_safe_memory_legalize": True})
+    # a build's own pass configs (a planted defect's) win over the target's
+    monkeypatch.setattr(runtime, "local_target", lambda: "sm90")
+    runtime.compiled(None, D128, None, {"tl.enable_fast_math": False})
     assert seen == [{"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
-                    {"tl.disable_safe_memory_legalize": True}]
+                    {"tl.disable_safe_memory_legalize": True}, {"tl.enable_fast_math": False}]
 
 
 def test_fp16_accum_variant_keeps_the_tile():

@@ -50,10 +50,11 @@ SPAN_LEN, PREFIX = 24, 4  # retrieval_prompt's defaults: the span, and how much 
 
 
 def straddling_span_at(n_tokens: int) -> float:
-    """Where the span sits so that it straddles the first key of the middle block of 128-, 64- and
-    32-key tiles (at these lengths the middle blocks of all three start together; sm90's default
-    tiles are 128 keys, gfx942's 32), for the prompt and for every decode step after it: a kernel
-    that skips its middle key block loses part of the span."""
+    """Where the span sits so that it straddles the first key of the middle 64-key block, which at
+    these lengths is also the first key of the middle 128-key block (sm90's default tiles); its
+    first half lies in the middle 32-key block (gfx942's) at 3782 tokens and in the block just
+    before it at 8192 and 32768. For the prompt and for every decode step after it, a kernel that
+    skips its middle key block loses part of the span."""
     middle_64 = -(-n_tokens // 64) // 2 * 64  # first key of the middle 64-key block
     first = middle_64 - SPAN_LEN // 2  # also inside the 32-key block just before it
     body_len = n_tokens - 2 - PREFIX
