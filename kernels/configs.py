@@ -35,6 +35,11 @@ class ConfigError(ValueError):
     """A tile config breaks a hardware limit of its target (raised before compiling)."""
 
 
+def _check_v_layout(name: str, prefetch_kv: bool, v_transposed: bool) -> None:
+    if prefetch_kv and v_transposed:
+        raise ConfigError(f"{name}: prefetch_kv keeps V as gathered; it does not combine with v_transposed")
+
+
 @dataclass(frozen=True)
 class TileConfig:
     name: str
@@ -54,8 +59,7 @@ class TileConfig:
     def __post_init__(self) -> None:
         if self.accum_dtype not in ACCUM_DTYPES:
             raise ConfigError(f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}")
-        if self.prefetch_kv and self.v_transposed:
-            raise ConfigError(f"{self.name}: prefetch_kv keeps V as gathered; it does not combine with v_transposed")
+        _check_v_layout(self.name, self.prefetch_kv, self.v_transposed)
 
     def lds_estimate(self, shape: AttentionShape) -> int:
         """Upper bound on shared memory: Q (unless in registers), K and V tiles (K, V once per
@@ -167,8 +171,7 @@ class DecodeConfig:
     prefetch_kv: bool = False  # as TileConfig.prefetch_kv
 
     def __post_init__(self) -> None:
-        if self.prefetch_kv and self.v_transposed:
-            raise ConfigError(f"{self.name}: prefetch_kv keeps V as gathered; it does not combine with v_transposed")
+        _check_v_layout(self.name, self.prefetch_kv, self.v_transposed)
 
     def block_h(self, shape: AttentionShape) -> int:
         """Query heads per workgroup: one KV head's group, padded to the 16-row MMA tile."""

@@ -21,6 +21,7 @@ from tilegate.kernels.online_softmax import (
     scale_log2,
     softmax_update,
     store_transposed,
+    visibility_mask,
 )
 from tilegate.kernels.problem import AttentionShape
 
@@ -84,20 +85,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(acc, scalar_gemm, policy, cfg.v_transposed)
 
-    @T.macro
-    def mask_scores(scores, kb, last_row_key, seq_k, key_blocks):
-        """0 where key ``kb * block_n + j`` is visible to the tile's row i (causal: up to key
-        ``last_row_key + i``), -inf elsewhere."""
-        for i, j in T.Parallel(block_m, block_n):
-            key = kb * block_n + j
-            if causal:
-                visible = (key < seq_k) & (key <= last_row_key + i)
-            else:
-                visible = key < seq_k
-            if skip_middle:
-                visible = visible & (kb != key_blocks // 2)
-            scores[i, j] = T.if_then_else(visible, 0, -T.infinity(fp32))
-
+    mask_scores = visibility_mask(block_m, block_n, causal, skip_middle)
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
     q_layout = [batch, seq_q, shape.q_heads, head_dim]
     kv_layout = [batch, seq_k, shape.kv_heads, head_dim]
@@ -144,7 +132,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                         k_tile[i, j] = K[b, kb * block_n + i, kv_head, j]
                 else:
                     T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
-                mask_scores(scores, kb, bx * block_m + diagonal + sees_next_key, seq_k, key_blocks)
+                mask_scores(scores, kb, seq_k, bx * block_m + diagonal + sees_next_key, key_blocks)
                 qk(q_tile, k_tile, scores)
                 update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
                 if extra_exp:  # exp, the softmax's bottleneck on sm90 (special-function units), twice more

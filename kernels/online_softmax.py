@@ -55,6 +55,27 @@ def alloc_softmax_state(rows: int, cols: int, head_dim: int, dtype: str, acc: st
     )
 
 
+def visibility_mask(rows: int, cols: int, causal: bool, skip_middle_block: bool = False):
+    """A macro writing 0 / -inf into ``scores`` [rows, cols] for key block ``kb``: key
+    ``kb * cols + j`` is visible to row i when it is below ``n_keys`` and, ``causal``, at most
+    ``first_row_key + i`` (the last key row 0 may see). ``skip_middle_block`` plants flash_fwd's
+    defect of that name (block ``key_blocks // 2`` masked out)."""
+
+    @T.macro
+    def mask(scores, kb, n_keys, first_row_key, key_blocks=0):
+        for i, j in T.Parallel(rows, cols):
+            key = kb * cols + j
+            if causal:
+                visible = (key < n_keys) & (key <= first_row_key + i)
+            else:
+                visible = key < n_keys
+            if skip_middle_block:
+                visible = visible & (kb != key_blocks // 2)
+            scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
+
+    return mask
+
+
 @T.macro
 def reset_softmax_state(out_acc, row_sum, row_max):
     """Before the first key block: nothing accumulated, running max -inf."""

@@ -19,9 +19,8 @@ from tilegate.kernels.online_softmax import (
     reset_softmax_state,
     scale_log2,
     softmax_update,
-    store_transposed,
 )
-from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, load_slots, start_kv_prefetch
+from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, gather_v_tile, load_slots, start_kv_prefetch
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -37,6 +36,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     qk = qk_scores(False, policy)
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
+    gather_v = gather_v_tile(cfg.v_transposed)
 
     batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
 
@@ -96,11 +96,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                         scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
                     qk(q_tile, k_tile, scores)
                     update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                    if cfg.v_transposed:
-                        gather_rows(V_pool, slots, kv_head, v_regs)
-                        store_transposed(v_regs, v_tile)
-                    else:
-                        gather_rows(V_pool, slots, kv_head, v_tile)
+                    gather_v(V_pool, slots, kv_head, v_tile, v_regs)
                     accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.

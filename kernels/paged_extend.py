@@ -26,9 +26,9 @@ from tilegate.kernels.online_softmax import (
     reset_softmax_state,
     scale_log2,
     softmax_update,
-    store_transposed,
+    visibility_mask,
 )
-from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, load_slots, start_kv_prefetch
+from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, gather_v_tile, load_slots, start_kv_prefetch
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -53,18 +53,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
 
-    @T.macro
-    def mask_scores(scores, kb, ctx, first_row_pos):
-        """0 where key ``kb * block_n + j`` is visible to the tile's row i (at context position
-        ``first_row_pos + i``), -inf elsewhere."""
-        for i, j in T.Parallel(block_m, block_n):
-            key = kb * block_n + j
-            if causal:
-                visible = (key < ctx) & (key <= first_row_pos + i)
-            else:
-                visible = key < ctx
-            scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))
-
+    mask_scores = visibility_mask(block_m, block_n, causal)  # row i sits at context position first_row + i
+    gather_v = gather_v_tile(cfg.v_transposed)
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
 
     @T.prim_func
@@ -135,11 +125,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     mask_scores(scores, kb, ctx, prefix + bx * block_m)
                     qk(q_tile, k_tile, scores)
                     update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                    if cfg.v_transposed:
-                        gather_rows(V_pool, slots, kv_head, v_regs)
-                        store_transposed(v_regs, v_tile)
-                    else:
-                        gather_rows(V_pool, slots, kv_head, v_tile)
+                    gather_v(V_pool, slots, kv_head, v_tile, v_regs)
                     accumulate(probs, v_tile, out_acc, rescale, None, None)
 
             for i, d in T.Parallel(block_m, head_dim):

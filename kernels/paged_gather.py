@@ -9,6 +9,8 @@ simplifier from working through the nested index (paged extend lowered 3x faster
 
 import tilelang.language as T
 
+from tilegate.kernels.online_softmax import store_transposed
+
 NO_SLOT = -1
 
 
@@ -25,6 +27,21 @@ def gather_rows(pool, slots, kv_head, tile):
     """``tile[n, :]`` = ``pool[slots[n], kv_head, :]``; zero where the slot is NO_SLOT."""
     for n, d in T.Parallel(tile.shape[0], tile.shape[1]):
         tile[n, d] = T.if_then_else(slots[n] != NO_SLOT, pool[slots[n], kv_head, d], 0)
+
+
+def gather_v_tile(transposed: bool):
+    """A macro gathering one key block's V rows into ``v_tile``: as gathered, or (``transposed``,
+    gfx942) through the registers ``v_regs`` into a [head_dim, block_n] tile (alloc_v_tile)."""
+
+    @T.macro
+    def gather_v(v_pool, slots, kv_head, v_tile, v_regs):
+        if transposed:
+            gather_rows(v_pool, slots, kv_head, v_regs)
+            store_transposed(v_regs, v_tile)
+        else:
+            gather_rows(v_pool, slots, kv_head, v_tile)
+
+    return gather_v
 
 
 # Prefetching (configs with prefetch_kv): block kb + 1's K and V rows are gathered into registers
