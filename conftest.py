@@ -130,6 +130,7 @@ def _sglang_engine_run():
     return EngineRun(Path(os.environ[RUN_DIR_ENV]) / "sglang-engines", ENGINE_SPEC)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection: no test starts meanwhile
 def pytest_collection_finish(session: pytest.Session) -> None:
     # SGLang's engines take ~2 minutes to start on 2 cores: launch them now, in the background,
     # when sglang tests are selected and can run, so they overlap the rest of the suite.
@@ -137,8 +138,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     if session.config.option.collectonly:
         return
+    _precompile(session)
     if any(item.get_closest_marker("sglang") for item in session.items) and missing_reason() is None:
         _sglang_engine_run().start()
+
+
+PRECOMPILE_REPORT = "precompile.txt"  # in the run folder: the line the controller prints
+
+
+def _precompile(session: pytest.Session) -> None:
+    """Compile the kernels of the selected, runnable GPU tests (their ``builds`` marks) once, on every
+    CPU, before any test starts (tilegate/harness/precompile.py). One process does it: the worker
+    gw0, or the run itself without xdist; the controller schedules no test before every worker
+    has reported its collection."""
+    worker = getattr(session.config, "workerinput", None)
+    if (worker and worker["workerid"] != "gw0") or not detect().has_gpu:
+        return
+    from tilegate.harness.precompile import default_processes, precompile
+    from tilegate.platform import NoLocalTarget, local_target
+
+    builds = [b for item in session.items if _skip_reason(item) is None
+              for mark in item.iter_markers("builds") for b in mark.args]
+    try:
+        target = local_target()
+    except NoLocalTarget:
+        return  # the tests say so, each in its own skip or failure
+    if builds:
+        line = precompile(builds, target, default_processes())
+        (Path(os.environ[RUN_DIR_ENV]) / PRECOMPILE_REPORT).write_text(line + "\n")
 
 
 @pytest.fixture(scope="session")
@@ -203,6 +230,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if config.stash[NO_GPU_TEST_PASSED]:
         terminalreporter.write_line(
             f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
+    precompiled = Path(os.environ[RUN_DIR_ENV]) / PRECOMPILE_REPORT
+    if precompiled.exists():
+        terminalreporter.write_line(precompiled.read_text().strip())
     artifacts = Path(config.getoption("--artifacts"))
     for title, lines in (("hung tests (ended by the watchdog)", reports(_watchdog_dir())),
                          ("gfx942 ISA summary", isa_summary_lines(artifacts)),

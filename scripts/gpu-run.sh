@@ -15,7 +15,8 @@ if [ -f "$site_tarball" ]; then
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
-# One xdist group per compiled kernel (--dist loadgroup): each kernel compiles once, on one worker.
+# Every kernel the selected tests declare (their builds mark) is compiled before the first test, one
+# process per CPU (tilegate/harness/precompile.py); the tests of one kernel form one xdist group.
 # -n auto: TILEGATE_WORKERS_PER_GPU (default 8) workers on each visible GPU, each worker pinned to
 # one (tilegate/gpu_workers.py); TILEGATE_WORKERS overrides the total.
 args=("$@")

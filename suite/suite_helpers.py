@@ -15,7 +15,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tilegate.harness.precompile import kind_builds
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
+from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
@@ -32,16 +34,25 @@ def build_params(cases) -> list:
 
 
 def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd"):
-    """pytest params: every case x every config of every target for its head_dim."""
+    """pytest params: every case x every config of every target for its head_dim. ``kind`` is the
+    kernel family the test launches (tilegate.harness.precompile.kind_builds)."""
     params = []
     for target in tables:
         for case in cases:
             for cfg in configs_for(target, case.shape.head_dim, tables):
                 group = pytest.mark.xdist_group(f"{kind}-{target}-{case.shape.name}-{cfg.name}")
+                builds = pytest.mark.builds(*kind_builds(kind, case.shape, cfg))
                 slow = [pytest.mark.slow] if getattr(case, "slow", False) else []
                 params.append(pytest.param(case, cfg, id=f"{target}-{case.name}-{cfg.name}",
-                                           marks=[group, pytest.mark.config_target(target), *slow, *marks]))
+                                           marks=[group, builds, pytest.mark.config_target(target), *slow, *marks]))
     return params
+
+
+def causal_builds(heads: int, kv_heads: int, head_dim: int, *kinds: str, **options):
+    """The builds mark of a test that launches, in fp16 and bf16, causal, the local default config
+    of each kernel family in ``kinds`` (tilegate.harness.precompile.kind_builds)."""
+    shapes = [AttentionShape(heads, kv_heads, head_dim, True, dtype) for dtype in ("float16", "bfloat16")]
+    return pytest.mark.builds(*(b for shape in shapes for kind in kinds for b in kind_builds(kind, shape, **options)))
 
 
 def judged(case, cfg, q, k, v, artifacts_dir, label="random"):

@@ -167,8 +167,8 @@ def test_losing_the_install_race(tiny_cache, tmp_path, monkeypatch, recwarn, the
     inode = theirs.stat().st_ino
     real = codeobj._build_into
 
-    def build_then_lose(folder, source, toolchain):
-        real(folder, source, toolchain)
+    def build_then_lose(folder, source, toolchain, cache_dir=None):
+        real(folder, source, toolchain, cache_dir)
         os.rename(theirs, entry)  # another process installs its entry first
 
     monkeypatch.setattr("tilegate.codeobj._build_into", build_then_lose)

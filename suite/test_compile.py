@@ -5,7 +5,8 @@ import re
 import pytest
 from suite_helpers import build_params
 
-from tilegate.fixtures.compile_cases import cases
+from tilegate.fixtures.compile_cases import cases, shapes
+from tilegate.harness.precompile import EVERY, Build
 from tilegate.kernels.configs import TARGETS
 from tilegate.kernels.registry import KERNELS
 
@@ -24,12 +25,18 @@ def test_lowers_for_gfx942(builder, case):
         assert 0 < lowered.lds_bytes, "TileLang reported no shared memory for a tiled kernel"
 
 
+def _local_gpu_params() -> list:
+    """(kernel, head_dim) params, each declaring every config of the local table on every shape
+    class as its builds (compiled ahead of the run, tilegate/harness/precompile.py)."""
+    return [pytest.param(name, head_dim, id=f"{name}-d{head_dim}", marks=pytest.mark.builds(
+                *(Build(name, shape, EVERY) for shape in shapes(head_dim, KERNELS[name].causal_variants))))
+            for name in sorted(KERNELS) for head_dim in (64, 128)]
+
+
 @pytest.mark.compile
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [64, 128], ids=lambda d: f"d{d}")
-@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("name, head_dim", _local_gpu_params())
 def test_compiles_for_the_local_gpu(name, head_dim):
-    from tilegate.fixtures.compile_cases import shapes
     from tilegate.platform import local_target
     from tilegate.runtime import compiled
 

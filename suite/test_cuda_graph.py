@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from suite_helpers import DEVICE, EXTEND_BATCHES, fake_layer, fake_runner, forward_batch
+from suite_helpers import DEVICE, EXTEND_BATCHES, causal_builds, fake_layer, fake_runner, forward_batch
 
 from tilegate.harness.sglang_instrumented import ReferenceOps
 from tilegate.serving.sglang_backend import TileLangAttnBackend
@@ -38,6 +38,7 @@ def _eager(runner, layer, q, fb):
 @pytest.mark.gpu
 @pytest.mark.numerics
 @pytest.mark.xdist_group("cuda-graph")
+@causal_builds(HEADS, 2, DIM, "decode")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_replayed_decode_equals_eager_bitwise(dtype):
     runner, layer = _runner(dtype), fake_layer(1)

@@ -18,13 +18,15 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from suite_helpers import causal_builds
 
-from tilegate.fixtures.long_context_llama import ensure_long_context_llama, retrieval_prompt
+from tilegate.fixtures.long_context_llama import SPEC, ensure_long_context_llama, retrieval_prompt
 from tilegate.harness.hf_runner import HfRunner
+from tilegate.harness.precompile import Build, kind_builds
+from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
 from tilegate.report import record_agreement
 
-pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("e2e-long-context")]
 DEVICE = "cuda"
 LENGTHS = (3782, 8192, 32768)
 SEED = 7  # held out: training draws its prompts from other seeds
@@ -39,6 +41,20 @@ PLANTED = ("skip_middle_block", "wrong_scale_10pct")
 # is a decode
 PAGED_PLANTED = {"prefix_off_by_one": {"extend_defect": "prefix_off_by_one"},
                  "drop_smallest_split": {"combine_defect": "drop_smallest_split"}}
+FP16 = AttentionShape(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, True, "float16")
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.slow,
+              causal_builds(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, "flash_fwd", "extend", "decode"),
+              pytest.mark.builds(*(b for d in PLANTED for b in kind_builds("flash_fwd", FP16, defect=d)),
+                                 *kind_builds("extend", FP16, defect="prefix_off_by_one"),
+                                 Build("paged_decode_combine", FP16, options=(("defect", "drop_smallest_split"),)))]
+
+
+# One xdist group per prompt length: the 32768-token prompt's runs take as long as the other two
+# together, and each group loads the model and runs its FP32 reference once.
+@pytest.fixture(scope="module", params=[pytest.param(n, id=str(n), marks=pytest.mark.xdist_group(f"e2e-long-context-{n}"))
+                                        for n in LENGTHS])
+def n_tokens(request) -> int:
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -71,17 +87,15 @@ def extend_start(n_tokens: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def prompts(model_dir):
+def prompts(model_dir, n_tokens):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    out = {}
-    for n in LENGTHS:
-        ids, want = retrieval_prompt(tok, n, SEED, span_at=straddling_span_at(n), span_len=SPAN_LEN, prefix=PREFIX)
-        first = span_start(n)
-        assert ids[first + PREFIX:first + SPAN_LEN] == want, "the span is not where the planted bug looks"
-        out[f"retrieval-{n}"] = (ids, want)
-    return out
+    ids, want = retrieval_prompt(tok, n_tokens, SEED, span_at=straddling_span_at(n_tokens), span_len=SPAN_LEN,
+                                 prefix=PREFIX)
+    first = span_start(n_tokens)
+    assert ids[first + PREFIX:first + SPAN_LEN] == want, "the span is not where the planted bug looks"
+    return {f"retrieval-{n_tokens}": (ids, want)}
 
 
 @dataclass(frozen=True)
@@ -197,7 +211,7 @@ def problems_of(attn: str, dtype, model_dir, prompts, fp32, logprob_bounds, arti
     judged against FP32 at ``dtype``'s bounds."""
     _register_kernels()
     test = run_side(model_dir, prompts, dtype, attn, cached=attn.startswith("tilegate-paged"))
-    return judge(prompts, fp32, test, logprob_bounds[dtype], record_as, artifacts_dir)
+    return judge(prompts, fp32, test, logprob_bounds[dtype], f"{record_as}-{'-'.join(prompts)}", artifacts_dir)
 
 
 @DTYPES

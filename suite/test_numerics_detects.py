@@ -5,17 +5,21 @@ from suite_helpers import DEVICE, local_default_config
 
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
+from tilegate.harness.precompile import kind_builds
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
 
-pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("planted")]
 # Catalog lengths with a partial last key block (129 = 2 x 64 + 1, 3782 = 59 x 64 + 6).
 # A bug may hide at one length (dropping 6 of 3782 causal keys moved the output by 0.99
 # of the bound on the H200) and not at another: the tier fails if any case fails.
 CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
          for causal in (True, False) for n in (129, 3782)]
+DEFECTS = ["wrong_scale", "causal_off_by_one", "drop_last_block"]
+pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("planted"),
+              pytest.mark.builds(*(b for case in CASES for defect in (None, *DEFECTS)
+                                   for b in kind_builds("flash_fwd", case.shape, defect=defect)))]
 
 
 def _tier_failures(defect=None) -> list[str]:
@@ -35,7 +39,7 @@ def test_healthy_kernel_passes_the_detection_cases():
     assert _tier_failures() == []
 
 
-@pytest.mark.parametrize("defect", ["wrong_scale", "causal_off_by_one", "drop_last_block"])
+@pytest.mark.parametrize("defect", DEFECTS)
 def test_planted_bug_fails_the_numerics_tier(defect):
     failures = _tier_failures(defect)
     assert failures, f"{defect} passed every case"

@@ -4,13 +4,14 @@ answering, judged against the FP32 paged reference like every numerics check."""
 
 import pytest
 import torch
-from suite_helpers import DECODE_BATCHES, DEVICE, EXTEND_BATCHES, fake_layer, fake_runner, forward_batch
+from suite_helpers import DECODE_BATCHES, DEVICE, EXTEND_BATCHES, causal_builds, fake_layer, fake_runner, forward_batch
 
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
 from tilegate.serving.sglang_backend import TileLangAttnBackend
 
-pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("sglang-backend-kernel")]
+pytestmark = [pytest.mark.gpu, pytest.mark.numerics, pytest.mark.xdist_group("sglang-backend-kernel"),
+              causal_builds(8, 2, 64, "extend", "decode")]  # fake_layer's heads
 
 
 def _on_device(runner):

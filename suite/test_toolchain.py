@@ -57,3 +57,36 @@ def test_lowered_cache_reuses_disk_entries(fresh_builder, monkeypatch):
     from tilegate.builder import KernelBuilder
     again = KernelBuilder(fresh_builder.cache_dir).lowered(case)
     assert again == first
+
+
+def _combine_source(builder) -> str:
+    from tilegate.fixtures.compile_cases import cases
+
+    return builder.lowered(next(c for c in cases("gfx942") if c.kernel == "paged_decode_combine")).source
+
+
+def test_the_precompiled_header_changes_no_byte(builder, tmp_path):
+    from tilegate.codeobj import ENTRY_FILES, _build_into
+
+    source, chain = _combine_source(builder), tc.find_toolchain()
+    with_pch, without = tmp_path / "with", tmp_path / "without"
+    for folder in (with_pch, without):
+        folder.mkdir()
+    _build_into(with_pch, source, chain, tmp_path / "cache")
+    assert list((tmp_path / "cache" / "pch").glob("*.pch")), "no precompiled header was made"
+    _build_into(without, source, chain)
+    for name in ENTRY_FILES:
+        assert (with_pch / name).read_bytes() == (without / name).read_bytes(), name
+
+
+def test_a_broken_precompiled_header_is_discarded_and_the_build_goes_on(builder, tmp_path):
+    from tilegate.codeobj import _build_into
+    from tilegate.pch import precompiled_header
+
+    source, chain = _combine_source(builder), tc.find_toolchain()
+    pch = precompiled_header(source, chain, tmp_path / "cache")
+    pch.write_bytes(b"not a precompiled header")
+    (tmp_path / "out").mkdir()
+    with pytest.warns(UserWarning, match="discarded the precompiled header"):
+        _build_into(tmp_path / "out", source, chain, tmp_path / "cache")
+    assert (tmp_path / "out" / "kernel.hsaco").stat().st_size > 0 and not pch.exists()

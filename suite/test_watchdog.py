@@ -9,7 +9,9 @@ import time
 
 import pytest
 from planted_hang_tests import HANG_DEADLINE_S
+from planted_hang_tests import SHAPE as HANG_SHAPE
 
+from tilegate.harness.precompile import kind_builds
 from tilegate.paths import REPO_ROOT
 from tilegate.watchdog import EXIT_CODE
 
@@ -80,6 +82,8 @@ def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.slow  # minutes: scheduled first (conftest.py)
 @pytest.mark.deadline(300)
+# compiled ahead into TileLang's disk cache, which the child run shares (the compile is not the hang)
+@pytest.mark.builds(*kind_builds("flash_fwd", HANG_SHAPE), *kind_builds("flash_fwd", HANG_SHAPE, defect="hang"))
 def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
     # by node id: -k "planted_hang" would also match the module's name, and select every test in it
     out = _run_planted(tmp_path, ("test_compile_the_planted_hang", "test_planted_hang",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilegate.inner_loop import inner_loop_report
+from tilegate.pch import discard, precompiled_header
 from tilegate.toolchain import Toolchain
 
 # Part of every cache key (here and in builder.py): bump it when an entry's layout changes, so
@@ -121,13 +122,23 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _build_into(folder: Path, source: str, toolchain: Toolchain) -> None:
+def _build_into(folder: Path, source: str, toolchain: Toolchain, cache_dir: Path | None = None) -> None:
     # A rebuild gives the same bytes: clang names a __hip_cuid_ symbol after the source's real
     # path unless given -cuid, and objdump prints the paths it is given (relative to the folder).
     src, hsaco = Path("kernel.cpp"), Path("kernel.hsaco")
     (folder / src).write_text(source)
     cuid = hashlib.sha256(source.encode()).hexdigest()[:16]
-    _run([*toolchain.compile_command(src, hsaco), f"-cuid={cuid}"], f"{toolchain.kind} compile for gfx942", folder)
+    compile_cmd = [*toolchain.compile_command(src, hsaco), f"-cuid={cuid}"]
+    what = f"{toolchain.kind} compile for gfx942"
+    pch = precompiled_header(source, toolchain, cache_dir) if cache_dir else None
+    if pch is None:
+        _run(compile_cmd, what, folder)
+    else:
+        try:
+            _run([*compile_cmd, "-Xclang", "-include-pch", "-Xclang", str(pch)], what, folder)
+        except BuildError:
+            _run(compile_cmd, what, folder)  # raises the real error when the source is at fault
+            discard(pch, "a build failed with it and passed without it")
     (folder / src).unlink()
     for name, cmd, what in (("kernel.s", [str(toolchain.objdump), "-d", "--mcpu=gfx942"], "disassembly"),
                             ("notes.txt", [str(toolchain.readelf), "--notes"], "reading AMDGPU metadata"),
@@ -167,7 +178,7 @@ def build_code_object(source: str, toolchain: Toolchain, cache_dir: Path) -> Cod
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{key}.building-"))
     staging.chmod(0o755)  # mkdtemp's 0700 would make the entry private to this user
     try:
-        _build_into(staging, source, toolchain)
+        _build_into(staging, source, toolchain, cache_dir)
         _install(staging, entry)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # a failed build, or the copy that lost the race

@@ -46,15 +46,18 @@ def _say(what: str) -> None:
     print(f"tilegate-sanitize: {what}", flush=True)
 
 
-def _configs(head_dim: int, tables, first_only: bool) -> tuple:
+def _configs(head_dim: int, tables, first_only: bool, fewest_threads: bool = False) -> tuple:
     configs = configs_for(local_target(), head_dim, tables)
+    if fewest_threads:
+        return (min(configs, key=lambda cfg: cfg.threads),)
     return configs[:1] if first_only else configs
 
 
-def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = False, lean: bool = False) -> None:
+def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = False, lean: bool = False,
+             fewest_threads: bool = False) -> None:
     g = torch.Generator().manual_seed(0)
     batch, heads = (LEAN_BATCH, LEAN_HEADS) if lean else (2, HEADS)
-    for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one):
+    for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one, fewest_threads):
         for causal in (True,) if one else (True, False):
             shape = AttentionShape(*heads, head_dim, causal, DTYPE)
             for seq_q, seq_k in PREFILL_LENGTHS[2:3] if one else PREFILL_LENGTHS:
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)")
     parser.add_argument("--asan", action="store_true", help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)")
     parser.add_argument("--first-config", action="store_true", help="only each table's first config")
+    parser.add_argument("--fewest-threads", action="store_true", help="prefill: only the config with the fewest threads")
     parser.add_argument("--one", action="store_true", help="prefill: one launch (causal, head_dim 128, seq 129)")
     parser.add_argument("--lean-grid", action="store_true", help="prefill: one sequence, heads 2:1 (racecheck)")
     parser.add_argument("--head-dim", type=int, choices=HEAD_DIMS, help="only this head_dim (default: each)")
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         _prefill(128, args.defect, True, one=True)
     for head_dim in () if args.one else (args.head_dim,) if args.head_dim else HEAD_DIMS:
         if args.family == "prefill":
-            _prefill(head_dim, args.defect, args.first_config, lean=args.lean_grid)
+            _prefill(head_dim, args.defect, args.first_config, lean=args.lean_grid, fewest_threads=args.fewest_threads)
         else:
             _paged(args.family, head_dim, args.first_config)
     torch.cuda.synchronize()

@@ -1,0 +1,56 @@
+"""Compiling a GPU run's kernels ahead of its tests (tilegate/harness/precompile.py), checked on
+the CPU: what a test declares, how a declaration resolves against a target's table, and the process
+pool itself (a build that fails there is counted, not raised)."""
+
+import pytest
+from suite_helpers import with_configs
+
+from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
+from tilegate.fixtures.shapes import numerics_cases
+from tilegate.harness.precompile import DEFAULT, EVERY, Build, kind_builds, precompile
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TileConfig, default_config
+from tilegate.kernels.problem import AttentionShape
+
+SHAPE = AttentionShape(32, 8, 128, True, "float16")
+
+
+def test_a_decode_call_launches_the_split_and_the_combine_step():
+    names = [b.kernel for b in kind_builds("decode", SHAPE)]
+    assert names == ["paged_decode_split", "paged_decode_combine"]
+
+
+def test_a_defect_is_an_option_and_no_defect_is_the_plain_build():
+    assert kind_builds("flash_fwd", SHAPE, defect=None) == kind_builds("flash_fwd", SHAPE)
+    assert kind_builds("flash_fwd", SHAPE, defect="wrong_scale")[0].options == (("defect", "wrong_scale"),)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "sm90"])
+def test_a_declaration_resolves_against_the_local_table(target):
+    assert [b.cfg for b in Build("flash_fwd", SHAPE, DEFAULT).resolved(target)] == [default_config(target, 128)]
+    assert [b.cfg for b in Build("paged_extend", SHAPE, EVERY).resolved(target)] == list(EXTEND_TABLES[target][128])
+    one = CONFIG_TABLES[target][128][-1]
+    assert Build("flash_fwd", SHAPE, one).resolved(target) == [Build("flash_fwd", SHAPE, one)]
+
+
+@pytest.mark.parametrize("cases, tables, kind", [(numerics_cases(), CONFIG_TABLES, "flash_fwd"),
+                                                 (EXTEND_CASES, EXTEND_TABLES, "extend"),
+                                                 (DECODE_CASES, DECODE_TABLES, "decode")])
+def test_every_config_param_declares_the_kernel_it_launches(cases, tables, kind):
+    for param in with_configs(cases, tables=tables, kind=kind):
+        case, cfg = param.values
+        declared = [b for mark in param.marks if mark.name == "builds" for b in mark.args]
+        assert declared == kind_builds(kind, case.shape, cfg), param.id
+
+
+def test_nothing_to_compile_starts_no_process():
+    assert "nothing compiled ahead" in precompile([], "sm90", processes=4)
+    assert "nothing compiled ahead" in precompile(kind_builds("flash_fwd", SHAPE), "sm90", processes=0)
+
+
+def test_a_build_that_fails_ahead_is_counted_not_raised():
+    # 33 threads is no whole number of warps or wavefronts: the spawned process's compile fails
+    # (ConfigError; NoLocalTarget first on a machine without a GPU), as a broken kernel fails in
+    # TileLang. The run goes on: the test that launches it reports the error.
+    bad = TileConfig("m64n64-33threads", 64, 64, 1, threads=33)
+    line = precompile([Build("flash_fwd", SHAPE, bad)], "sm90", processes=2)
+    assert "1 kernels for sm90" in line and "1 failed" in line and "m64n64-33threads" in line, line

@@ -1,0 +1,106 @@
+"""Compiling a GPU run's kernels once, all at a time, before its first test.
+
+A test compiles a kernel when it first launches it, on one core: the tests of one xdist group
+wait on their compiles one after another, and two groups that launch one kernel both compile it.
+On the H200 that made the GPU tier compile-bound (README, "Every GPU of a node"). So a GPU test
+declares what it launches with the ``builds`` mark, and before any test runs, one process per CPU
+compiles every declared kernel of the selected, runnable tests into TileLang's disk cache; the
+tests load them from there. A build that fails here is only counted: the test that launches it
+compiles it again, and fails with the real error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from tilegate.kernels.problem import AttentionShape
+
+# A Build's config, when it is not one config: the local GPU's table decides (resolved on the GPU
+# machine, where the table is known; never at collection).
+DEFAULT = "default"  # the kernel's default config for the local target
+EVERY = "every"  # every config of the local target's table
+
+# Longest compiles first, so that no process starts a long one last (sm90, H200 host: the paged
+# extend kernels with prefetch_kv take 20-25 s, prefill 10-15 s, the decode steps a few seconds).
+COMPILE_ORDER = {"paged_extend": 0, "flash_fwd": 1, "paged_decode_split": 2, "paged_decode_combine": 3}
+PROCESSES_ENV = "TILEGATE_PRECOMPILE_PROCESSES"  # 0: no precompile (each test compiles what it launches)
+
+
+@dataclass(frozen=True)
+class Build:
+    """One kernel a test launches: a KERNELS name, its shape, a config (or DEFAULT / EVERY) and the
+    factory's keyword arguments (a planted defect) as sorted (name, value) pairs."""
+
+    kernel: str
+    shape: AttentionShape
+    cfg: object = DEFAULT
+    options: tuple = ()
+
+    def resolved(self, target: str) -> list[Build]:
+        """This build with a real config: one Build per config of ``target`` that it names."""
+        from tilegate.kernels.configs import default_config
+        from tilegate.kernels.registry import KERNELS
+
+        tables = KERNELS[self.kernel].config_tables
+        if self.cfg == DEFAULT:
+            configs = [default_config(target, self.shape.head_dim, tables)]
+        elif self.cfg == EVERY:
+            configs = list(tables[target][self.shape.head_dim])
+        else:
+            configs = [self.cfg]
+        return [Build(self.kernel, self.shape, cfg, self.options) for cfg in configs]
+
+    def compile(self) -> None:
+        """Compile exactly as the runtime does when a test launches this kernel."""
+        from tilegate import runtime
+        from tilegate.kernels.flash_fwd import defect_pass_configs
+        from tilegate.kernels.registry import KERNELS
+
+        options = dict(self.options)
+        pass_configs = defect_pass_configs(options.get("defect")) if self.kernel == "flash_fwd" else None
+        runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, pass_configs, **options)
+
+
+def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
+    """What one call of a kernel family launches: ``flash_fwd``, ``extend``, or ``decode`` (the
+    split-KV step, then the combine step)."""
+    names = {"flash_fwd": ("flash_fwd",), "extend": ("paged_extend",),
+             "decode": ("paged_decode_split", "paged_decode_combine")}[kind]
+    opts = tuple(sorted((k, v) for k, v in options.items() if v is not None))  # None: the factory's default
+    return [Build(name, shape, cfg, opts) for name in names]
+
+
+def _compile_one(build: Build) -> str | None:
+    try:
+        build.compile()
+        return None
+    except Exception as exc:  # the test that launches it compiles it again and reports it
+        return f"{build.kernel} {build.shape.name} {getattr(build.cfg, 'name', build.cfg)}: {type(exc).__name__}"
+
+
+def default_processes() -> int:
+    return int(os.environ.get(PROCESSES_ENV, len(os.sched_getaffinity(0))))
+
+
+def precompile(builds: Iterable[Build], target: str, processes: int) -> str:
+    """Compile ``builds`` for ``target`` (the local GPU's table) on ``processes`` processes; one
+    line saying what it did."""
+    todo = sorted({b for build in builds for b in build.resolved(target)},
+                  key=lambda b: (COMPILE_ORDER.get(b.kernel, 0), repr(b)))
+    if not todo or processes < 1:
+        return f"precompile: {len(todo)} kernels, {processes} processes: nothing compiled ahead"
+    start = time.perf_counter()
+    workers = min(processes, len(todo))
+    # spawn: the caller may have a GPU context, which a forked child must not inherit
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        failed = [why for why in pool.map(_compile_one, todo) if why]
+    seconds = time.perf_counter() - start
+    line = f"precompile: {len(todo)} kernels for {target} in {seconds:.0f} s on {workers} processes"
+    if failed:
+        line += f"; {len(failed)} failed (their tests compile them again and report why): {'; '.join(failed[:3])}"
+    return line
