@@ -22,8 +22,10 @@ base=${PYTHON:-python3}
 py="$venv/bin/python"
 # pip -q, less two kinds of expected noise: the local mirror's "Location ... is ignored" notes and
 # the resolver's list of sglang's CUDA-only requirements that --no-deps leaves out on purpose.
+# --no-compile: no .pyc for every file of torch and friends at install (a third of torch's 91 s
+# install on 2 CPUs); Python writes one for each module the first time it imports it.
 pip_install() {
-    "$py" -m pip install -q --disable-pip-version-check "$@" 2> >(grep -v -e "is ignored: it is neither" \
+    "$py" -m pip install -q --no-compile --disable-pip-version-check "$@" 2> >(grep -v -e "is ignored: it is neither" \
         -e "^sglang 0.5.23 requires" -e "dependency resolver does not currently take" >&2)
 }
 

@@ -14,7 +14,7 @@ esac
 base=${PYTHON:-python3}
 [ -x "$venv/bin/python" ] || "$base" -m venv "$venv"
 py="$venv/bin/python"
-pip=("$py" -m pip install -q --disable-pip-version-check)
+pip=("$py" -m pip install -q --no-compile --disable-pip-version-check)  # --no-compile: scripts/install-sglang-cpu.sh says why
 if ! "$py" -c "import sys, tilelang; sys.exit(tilelang.__version__ != '$version')" 2>/dev/null; then
     "${pip[@]}" "torch==2.13.0" "tilelang==$version" "pytest>=8" "pytest-xdist>=3" numpy
 fi

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 # torch first, so nothing below pulls a multi-GB CUDA build: a machine without torch
 # gets the CPU build (2.13.0); a GPU runner keeps the ROCm or CUDA torch it has.
-"$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q "torch==2.13.0"
-"$py" -m pip install -q -e ".[test]"
+# --no-compile: scripts/install-sglang-cpu.sh says why
+"$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q --no-compile "torch==2.13.0"
+"$py" -m pip install -q --no-compile -e ".[test]"
 
 # The rest is three independent installs, mostly downloads: run them side by side.
 #   the gfx942 cross toolchain (.toolchain/gfx942);

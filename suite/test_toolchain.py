@@ -90,3 +90,18 @@ def test_a_broken_precompiled_header_is_discarded_and_the_build_goes_on(builder,
     with pytest.warns(UserWarning, match="discarded the precompiled header"):
         _build_into(tmp_path / "out", source, chain, tmp_path / "cache")
     assert (tmp_path / "out" / "kernel.hsaco").stat().st_size > 0 and not pch.exists()
+
+
+def test_a_second_writer_keeps_the_first_header(builder, tmp_path):
+    # clang checks the header a PCH was made from by size and time: had a second worker rewritten
+    # it, every PCH built from the first copy would be refused (seen: warnings in a cold 2-worker run)
+    from tilegate.pch import precompiled_header
+
+    source, chain = _combine_source(builder), tc.find_toolchain()
+    pch = precompiled_header(source, chain, tmp_path)
+    header = pch.with_suffix(".h")
+    before = header.stat()
+    pch.unlink()  # as if another worker were still building its own
+    assert precompiled_header(source, chain, tmp_path) == pch
+    after = header.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
