@@ -105,3 +105,14 @@ def test_a_second_writer_keeps_the_first_header(builder, tmp_path):
     assert precompiled_header(source, chain, tmp_path) == pch
     after = header.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_header_that_cannot_be_made_is_tried_once(builder, tmp_path, monkeypatch, recwarn):
+    from tilegate import pch as pch_module
+
+    monkeypatch.setattr(pch_module, "_front_end_command", lambda *args: None)  # a driver with no front-end job
+    monkeypatch.setattr(pch_module, "_cannot_build", set())
+    source, chain = _combine_source(builder), tc.find_toolchain()
+    assert pch_module.precompiled_header(source, chain, tmp_path) is None
+    assert pch_module.precompiled_header(source, chain, tmp_path) is None
+    assert len([w for w in recwarn if "no precompiled header" in str(w.message)]) == 1

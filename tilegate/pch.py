@@ -25,6 +25,7 @@ from pathlib import Path
 from tilegate.toolchain import Toolchain
 
 PCH_FORMAT = "1"  # bump when how a PCH is made changes
+_cannot_build: set[str] = set()  # keys whose PCH failed in this process: not tried (and warned about) per build
 
 
 def include_block(source: str) -> str:
@@ -60,6 +61,8 @@ def precompiled_header(source: str, toolchain: Toolchain, cache_dir: Path) -> Pa
     pch, header = cache_dir / "pch" / f"{key}.pch", cache_dir / "pch" / f"{key}.h"
     if pch.is_file():
         return pch
+    if key in _cannot_build:
+        return None
     pch.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=pch.parent, prefix=f".{key}.building-") as tmp:
         # The PCH names the header it was made from, and clang checks that file's size and time
@@ -75,6 +78,7 @@ def precompiled_header(source: str, toolchain: Toolchain, cache_dir: Path) -> Pa
             why = "the driver's plan has no single front-end job" if proc is None else proc.stderr[-500:]
             warnings.warn(f"tilegate: no precompiled header for the gfx942 builds ({why}); building without",
                           stacklevel=2)
+            _cannot_build.add(key)
             return None
         os.replace(staged, pch)  # atomic: a reader sees the whole PCH or none
     return pch

@@ -2,7 +2,7 @@
 
 A test compiles a kernel when it first launches it, on one core: the tests of one xdist group
 wait on their compiles one after another, and two groups that launch one kernel both compile it.
-On the H200 that made the GPU tier compile-bound (README, "Every GPU of a node"). So a GPU test
+On the H200 that made the GPU tier compile-bound (README, "The GPU tiers"). So a GPU test
 declares what it launches with the ``builds`` mark, and before any test runs, one process per CPU
 compiles every declared kernel of the selected, runnable tests into TileLang's disk cache; the
 tests load them from there. A build that fails here is only counted: the test that launches it
