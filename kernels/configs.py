@@ -19,6 +19,9 @@ class TargetLimits:
     wavefront: int
     lds_bytes_per_workgroup: int
     max_threads: int
+    # cp.async completing on an mbarrier, and setmaxnreg: what a gathering producer warpgroup
+    # (TileConfig.gather_warpgroup) needs
+    async_gather: bool = False
 
 
 # gfx942: wave64; 64 KiB LDS per workgroup (AMD CDNA3 ISA guide, "Local Data Share";
@@ -27,7 +30,7 @@ class TargetLimits:
 GFX942 = TargetLimits("gfx942", wavefront=64, lds_bytes_per_workgroup=64 * 1024, max_threads=1024)
 # sm_90: warp 32; up to 227 KiB of shared memory per block (CUDA C Programming Guide,
 # compute capability 9.0 table).
-SM90 = TargetLimits("sm90", wavefront=32, lds_bytes_per_workgroup=227 * 1024, max_threads=1024)
+SM90 = TargetLimits("sm90", wavefront=32, lds_bytes_per_workgroup=227 * 1024, max_threads=1024, async_gather=True)
 TARGETS = {t.name: t for t in (GFX942, SM90)}
 
 
@@ -38,6 +41,10 @@ class ConfigError(ValueError):
 def _check_v_layout(name: str, prefetch_kv: bool, v_transposed: bool) -> None:
     if prefetch_kv and v_transposed:
         raise ConfigError(f"{name}: prefetch_kv keeps V as gathered; it does not combine with v_transposed")
+
+
+# A gathering producer warpgroup (TileConfig.gather_warpgroup): 128 threads beside the config's own.
+PRODUCER_THREADS = 128
 
 
 @dataclass(frozen=True)
@@ -55,11 +62,20 @@ class TileConfig:
     # paged kernels: the next key block's K and V are gathered into registers while this block
     # computes (a gather is no bulk copy, so TileLang does not pipeline it)
     prefetch_kv: bool = False
+    # paged extend: a producer warpgroup (PRODUCER_THREADS more than ``threads``) gathers K and V by
+    # cp.async into ``num_stages`` shared stages while ``threads`` (whole warpgroups) compute
+    gather_warpgroup: bool = False
 
     def __post_init__(self) -> None:
         if self.accum_dtype not in ACCUM_DTYPES:
             raise ConfigError(f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}")
         _check_v_layout(self.name, self.prefetch_kv, self.v_transposed)
+        if self.gather_warpgroup and (self.prefetch_kv or self.v_transposed or self.q_in_registers):
+            raise ConfigError(f"{self.name}: gather_warpgroup gathers into shared stages with Q in shared memory; "
+                              "it does not combine with prefetch_kv, v_transposed or q_in_registers")
+        if self.gather_warpgroup and (self.threads % PRODUCER_THREADS or self.num_stages < 1):
+            raise ConfigError(f"{self.name}: gather_warpgroup needs whole warpgroups of {PRODUCER_THREADS} threads "
+                              "and at least one stage")
 
     def lds_estimate(self, shape: AttentionShape) -> int:
         """Upper bound on shared memory: Q (unless in registers), K and V tiles (K, V once per
@@ -81,6 +97,8 @@ class TileConfig:
             raise ConfigError(f"{where}: threads {self.threads} is not a multiple of the {target.wavefront}-wide wavefront")
         if not 0 < self.threads <= target.max_threads:
             raise ConfigError(f"{where}: threads {self.threads} outside 1..{target.max_threads}")
+        if self.gather_warpgroup:
+            self._check_gather_warpgroup(target, where)
         for label, block in (("block_m", self.block_m), ("block_n", self.block_n)):
             if block < 16 or block % 16:
                 raise ConfigError(f"{where}: {label} {block} is not a multiple of the 16-wide MFMA/MMA tile")
@@ -90,6 +108,13 @@ class TileConfig:
                 f"{where}: needs {lds} bytes ({lds / 1024:.0f} KiB) of LDS for the Q, K and V tiles, "
                 f"over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup"
             )
+
+    def _check_gather_warpgroup(self, target: TargetLimits, where: str) -> None:
+        if not target.async_gather:
+            raise ConfigError(f"{where}: gather_warpgroup needs cp.async with mbarriers and setmaxnreg (sm90)")
+        if self.threads + PRODUCER_THREADS > target.max_threads:
+            raise ConfigError(f"{where}: {self.threads} threads and the {PRODUCER_THREADS}-thread producer "
+                              f"exceed {target.max_threads}")
 
 
 # gfx942 configs. TileLang on ROCm ignores num_stages >= 1 below gfx950 (double
@@ -131,11 +156,14 @@ CONFIG_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
 # The paged extend kernel tiles like prefill (it keeps more per-request scalars live: with Q
 # in LDS, m64n64w2 at head_dim 128 spilled SGPRs; that config is gone from gfx942's table).
-# sm90: K and V are gathered a block ahead into registers (prefetch_kv): 2.2x faster than the
-# same tiles gathering in line. m192n128w12 found no fragment layout for that gather.
+# sm90, measured against the prefill kernel at the same shape (3782 new tokens over 8192) on the H200:
+# - m192n128w12-ws: a producer warpgroup gathers K and V by cp.async into 2 shared stages beside
+#   three consumer warpgroups, as the prefill kernel's TMA producer does: 0.93x of prefill.
+# - m128n128w8-pf: K and V gathered a block ahead into the consumers' own registers (prefetch_kv):
+#   0.57x. Kept as the second config: no producer warpgroup, no mbarrier pipeline.
 _SM90_EXTEND = (
+    TileConfig("m192n128w12-ws", block_m=192, block_n=128, num_stages=2, threads=384, gather_warpgroup=True),
     TileConfig("m128n128w8-pf", block_m=128, block_n=128, num_stages=1, threads=256, prefetch_kv=True),
-    TileConfig("m128n64w8-pf", block_m=128, block_n=64, num_stages=1, threads=256, prefetch_kv=True),
 )
 EXTEND_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": {64: _SM90_EXTEND, 128: _SM90_EXTEND}}
 

@@ -11,12 +11,16 @@ masks align bottom-right within each request. The per-block math is the prefill 
 Grid: heads x (tiles of block_m over total_tokens) x requests, heads fastest and a request's last
 (longest) row tiles launched first; tiles past a request's own extend length run no key blocks
 and store nothing.
+
+Three ways to bring K and V in, by config: gathered in line (gfx942), a block ahead into registers
+(prefetch_kv), or by a producer warpgroup into shared stages while the others compute
+(gather_warpgroup, sm90; kernels/paged_gather.py).
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
 import tilelang.language as T
 
-from tilegate.kernels.configs import TileConfig
+from tilegate.kernels.configs import PRODUCER_THREADS, TileConfig
 from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
@@ -28,7 +32,15 @@ from tilegate.kernels.online_softmax import (
     softmax_update,
     visibility_mask,
 )
-from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, gather_v_tile, load_slots, start_kv_prefetch
+from tilegate.kernels.paged_gather import (
+    ROW_LANES,
+    advance_kv_prefetch,
+    gather_rows,
+    gather_v_tile,
+    load_slots,
+    produce_kv_stages,
+    start_kv_prefetch,
+)
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
@@ -37,6 +49,31 @@ INDEX = "int32"
 # The extend kernel's planted defect (the end-to-end tier must catch it): after a cached prefix,
 # each new token is placed one position late, so it also sees the key after its own.
 EXTEND_DEFECTS = ("prefix_off_by_one",)
+
+# setmaxnreg with a producer warpgroup: the producer keeps 24 registers a thread (PTX's least), and
+# the consumers share the rest of the SM's 64K, in multiples of 8, at most 240 (as TileLang's own
+# warp-specialised prefill: 24 / 160 with three consumer warpgroups).
+PRODUCER_REGS, REGISTER_FILE, MAX_REGS = 24, 65536, 240
+
+
+def consumer_regs(consumer_threads: int) -> int:
+    return min(MAX_REGS, (REGISTER_FILE - PRODUCER_REGS * PRODUCER_THREADS) // consumer_threads // 8 * 8)
+
+
+@T.macro
+def load_q_rows(Q, first, row0, n_new, head, q_tile):
+    """Rows ``row0 + i`` of this request's new tokens (zero past ``n_new``)."""
+    for i, d in T.Parallel(q_tile.shape[0], q_tile.shape[1]):
+        row = row0 + i
+        q_tile[i, d] = T.if_then_else(row < n_new, Q[first + row, head, d], 0)
+
+
+@T.macro
+def store_out_rows(out_acc, row_sum, Out, first, row0, n_new, head):
+    for i, d in T.Parallel(out_acc.shape[0], out_acc.shape[1]):
+        row = row0 + i
+        if row < n_new:
+            Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], Out.dtype)
 
 
 def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None,
@@ -56,6 +93,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     mask_scores = visibility_mask(block_m, block_n, causal)  # row i sits at context position first_row + i
     gather_v = gather_v_tile(cfg.v_transposed)
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
+    launched_threads = cfg.threads + (PRODUCER_THREADS if cfg.gather_warpgroup else 0)
 
     @T.prim_func
     def paged_extend_kernel(
@@ -71,12 +109,21 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     ):
         # As in flash_fwd: heads fastest, and the longest row tiles (a request's last) launched first.
         n_tiles = T.ceildiv(total, block_m)
-        with T.Kernel(shape.q_heads, n_tiles, batch, threads=cfg.threads) as (head, tile, b):
+        with T.Kernel(shape.q_heads, n_tiles, batch, threads=launched_threads) as (head, tile, b):
             bx = n_tiles - 1 - tile
             q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
-            k_tile = T.alloc_shared([block_n, head_dim], dtype)
-            v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
-            slots = T.alloc_shared([block_n], INDEX)
+            if cfg.gather_warpgroup:
+                k_tiles = T.alloc_shared([cfg.num_stages, block_n, head_dim], dtype)
+                v_tiles = T.alloc_shared([cfg.num_stages, block_n, head_dim], dtype)
+                k_ready = T.alloc_barrier([PRODUCER_THREADS] * cfg.num_stages)
+                v_ready = T.alloc_barrier([PRODUCER_THREADS] * cfg.num_stages)
+                k_free = T.alloc_barrier([cfg.threads] * cfg.num_stages)
+                v_free = T.alloc_barrier([cfg.threads] * cfg.num_stages)
+                producer_slots = T.alloc_local([block_n * ROW_LANES // PRODUCER_THREADS], INDEX)
+            else:
+                k_tile = T.alloc_shared([block_n, head_dim], dtype)
+                v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
+                slots = T.alloc_shared([block_n], INDEX)
             scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
                 block_m, block_n, head_dim, dtype)
 
@@ -89,48 +136,65 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                 prefix = T.if_then_else(ctx > n_new, ctx - n_new + shift, 0)
             else:
                 prefix = ctx - n_new  # the tile's row i sits at context position prefix + bx * block_m + i
-
-            for i, d in T.Parallel(block_m, head_dim):
-                row = bx * block_m + i
-                q_tile[i, d] = T.if_then_else(row < n_new, Q[first + row, head, d], 0)
-            reset_softmax_state(out_acc, row_sum, row_max)
-
             if causal:
                 keys = T.min(ctx, prefix + (bx + 1) * block_m)  # one past the tile's last visible key
             else:
                 keys = ctx
             n_blocks = T.if_then_else(bx * block_m < n_new, T.ceildiv(keys, block_n), 0)
 
-            if cfg.prefetch_kv:
-                k_next = T.alloc_fragment([block_n, head_dim], dtype)
-                v_next = T.alloc_fragment([block_n, head_dim], dtype)
-                slots_ahead = T.alloc_fragment([block_n], INDEX)
-                first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
-                start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
-                                  k_next, v_next)
-                for kb in T.serial(n_blocks):
-                    T.copy(k_next, k_tile)
-                    T.copy(v_next, v_tile)
-                    if kb + 1 < n_blocks:  # in flight while this block computes
-                        advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool, V_pool,
-                                            kv_head, k_next, v_next)
-                    mask_scores(scores, kb, ctx, prefix + bx * block_m)
-                    qk(q_tile, k_tile, scores)
-                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                    accumulate(probs, v_tile, out_acc, rescale, None, None)
+            if cfg.gather_warpgroup:
+                tx = T.get_thread_binding()
+                if tx < cfg.threads:  # the consumer warpgroups
+                    T.set_max_nreg(consumer_regs(cfg.threads), 1)
+                    load_q_rows(Q, first, bx * block_m, n_new, head, q_tile)
+                    reset_softmax_state(out_acc, row_sum, row_max)
+                    for kb in T.serial(n_blocks):
+                        stage = kb % cfg.num_stages
+                        phase = (kb // cfg.num_stages) % 2
+                        mask_scores(scores, kb, ctx, prefix + bx * block_m)
+                        T.barrier_wait(k_ready[stage], phase)
+                        T.fence_proxy_async()  # cp.async wrote the stage; wgmma reads it through the async proxy
+                        qk(q_tile, k_tiles[stage, :, :], scores)
+                        T.barrier_arrive(k_free[stage])
+                        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                        T.barrier_wait(v_ready[stage], phase)
+                        T.fence_proxy_async()
+                        accumulate(probs, v_tiles[stage, :, :], out_acc, rescale, None, None)
+                        T.barrier_arrive(v_free[stage])
+                    store_out_rows(out_acc, row_sum, Out, first, bx * block_m, n_new, head)
+                else:
+                    T.set_max_nreg(PRODUCER_REGS, 0)
+                    produce_kv_stages(req_to_token, req, ctx, n_blocks, K_pool, V_pool, kv_head, k_tiles, v_tiles,
+                                      k_ready, v_ready, k_free, v_free, tx - cfg.threads, producer_slots)
             else:
-                for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                    load_slots(req_to_token, req, kb * block_n, ctx, slots)
-                    gather_rows(K_pool, slots, kv_head, k_tile)
-                    mask_scores(scores, kb, ctx, prefix + bx * block_m)
-                    qk(q_tile, k_tile, scores)
-                    update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                    gather_v(V_pool, slots, kv_head, v_tile, v_regs)
-                    accumulate(probs, v_tile, out_acc, rescale, None, None)
-
-            for i, d in T.Parallel(block_m, head_dim):
-                row = bx * block_m + i
-                if row < n_new:
-                    Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], dtype)
+                load_q_rows(Q, first, bx * block_m, n_new, head, q_tile)
+                reset_softmax_state(out_acc, row_sum, row_max)
+                if cfg.prefetch_kv:
+                    k_next = T.alloc_fragment([block_n, head_dim], dtype)
+                    v_next = T.alloc_fragment([block_n, head_dim], dtype)
+                    slots_ahead = T.alloc_fragment([block_n], INDEX)
+                    first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
+                    start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
+                                      k_next, v_next)
+                    for kb in T.serial(n_blocks):
+                        T.copy(k_next, k_tile)
+                        T.copy(v_next, v_tile)
+                        if kb + 1 < n_blocks:  # in flight while this block computes
+                            advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
+                                                V_pool, kv_head, k_next, v_next)
+                        mask_scores(scores, kb, ctx, prefix + bx * block_m)
+                        qk(q_tile, k_tile, scores)
+                        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                        accumulate(probs, v_tile, out_acc, rescale, None, None)
+                else:
+                    for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                        load_slots(req_to_token, req, kb * block_n, ctx, slots)
+                        gather_rows(K_pool, slots, kv_head, k_tile)
+                        mask_scores(scores, kb, ctx, prefix + bx * block_m)
+                        qk(q_tile, k_tile, scores)
+                        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+                        gather_v(V_pool, slots, kv_head, v_tile, v_regs)
+                        accumulate(probs, v_tile, out_acc, rescale, None, None)
+                store_out_rows(out_acc, row_sum, Out, first, bx * block_m, n_new, head)
 
     return paged_extend_kernel

@@ -72,6 +72,19 @@ def test_prefetch_does_not_combine_with_a_transposed_v():
         DecodeConfig("x", 64, 128, 16, v_transposed=True, prefetch_kv=True)
 
 
+def test_a_gathering_producer_warpgroup_is_refused_where_it_cannot_run():
+    ws = dict(block_m=192, block_n=128, num_stages=2, threads=384, gather_warpgroup=True)
+    TileConfig("ok", **ws).validate(SM90, D128)
+    with pytest.raises(ConfigError, match=r"cp\.async with mbarriers"):
+        TileConfig("x", **ws).validate(GFX942, D128)
+    with pytest.raises(ConfigError, match="exceed 1024"):
+        TileConfig("x", **{**ws, "threads": 1024, "block_n": 16}).validate(SM90, D128)
+    with pytest.raises(ConfigError, match="whole warpgroups"):
+        TileConfig("x", **{**ws, "threads": 320})
+    with pytest.raises(ConfigError, match="does not combine"):
+        TileConfig("x", **ws, prefetch_kv=True)
+
+
 def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monkeypatch):
     from tilegate import runtime
 
