@@ -158,7 +158,7 @@ CONFIG_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 # in LDS, m64n64w2 at head_dim 128 spilled SGPRs; that config is gone from gfx942's table).
 # sm90, measured against the prefill kernel at the same shape (3782 new tokens over 8192) on the H200:
 # - m192n128w12-ws: a producer warpgroup gathers K and V by cp.async into 2 shared stages beside
-#   three consumer warpgroups, as the prefill kernel's TMA producer does: 0.93x of prefill.
+#   three consumer warpgroups, as the prefill kernel's TMA producer does: 0.90x-0.94x of prefill.
 # - m128n128w8-pf: K and V gathered a block ahead into the consumers' own registers (prefetch_kv):
 #   0.57x. Kept as the second config: no producer warpgroup, no mbarrier pipeline.
 _SM90_EXTEND = (
