@@ -41,6 +41,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tilegate")
     group.addoption("--artifacts", default=os.environ.get("TILEGATE_ARTIFACTS", str(REPO_ROOT / "artifacts")),
                     help="folder for code objects, listings and metric snapshots (default: artifacts/)")
+    group.addoption("--keep-artifacts", action="store_true",
+                    help="add to the artifacts folder instead of clearing it first: the later pytest commands "
+                         "of one gate run (tox -e rocm) keep the earlier ones' records for the summary")
     group.addoption("--tilegate-cache", default=os.environ.get("TILEGATE_CACHE", str(REPO_ROOT / ".cache" / "tilegate")),
                     help="disk cache of lowered kernels and code objects")
     group.addoption("--update-golden", action="store_true",
@@ -79,7 +82,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if getattr(session.config, "workerinput", None) is None:  # the controller, once per run
+    controller = getattr(session.config, "workerinput", None) is None  # once per run
+    if controller and not session.config.getoption("--keep-artifacts"):
         clear_run_artifacts(Path(session.config.getoption("--artifacts")))
 
 

@@ -99,21 +99,15 @@ def text_tables(root: Path, folder: str, title: str, shown: str = "") -> list[st
     return [f"### {title}", "", *lines] if lines else []
 
 
-def perf_section(root: Path) -> list[str]:
-    """Format not fixed yet: a `table` list of lines is shown as is, flat records as a table."""
-    lines, rows, keys = [], [], []
-    for name, d in records(root / PERF):
-        if isinstance(d, dict) and isinstance(d.get("table"), list):
-            lines += [f"#### `{name}`", "", *code_block([str(x) for x in d["table"]]), ""]
-            continue
-        for rec in d if isinstance(d, list) else d.get("rows", [d]) if isinstance(d, dict) else []:
-            if isinstance(rec, dict):
-                flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
-                keys += [k for k in flat if k not in keys]
-                rows.append((name, flat))
-    if rows:
-        lines += table(["file", *keys], [[f"`{n}`", *(r.get(k, "") for k in keys)] for n, r in rows])
-    return ["### Performance", "", *lines] if lines else []
+def markdown_tables(root: Path, folder: str, title: str, shown: str = "") -> list[str]:
+    """perf/*.md and counters/*.md are the tiers' own markdown tables (tilegate/harness/perf.py
+    table(), suite/test_counters.py): shown as written, with the chart beside one where there is one."""
+    lines = []
+    for md in sorted((root / folder).glob("*.md")):
+        lines += [f"#### `{md.stem}`", "", *md.read_text().splitlines(), ""]
+        if shown and md.with_suffix(".png").exists():
+            lines += [f"Chart: `{shown}/{folder}/{md.stem}.png`{run_link()}.", ""]
+    return [f"### {title}", "", *lines] if lines else []
 
 
 def sanitize_section(root: Path) -> list[str]:
@@ -125,19 +119,13 @@ def sanitize_section(root: Path) -> list[str]:
     return ["### Sanitizers (compute-sanitizer; `planted-*` runs must report)", "", *table(["run", "verdict"], rows)] if rows else []
 
 
-def counters_section(root: Path) -> list[str]:
-    lines = []
-    for md in sorted((root / COUNTERS).glob("*.md")):
-        lines += [f"#### {md.stem}", "", *md.read_text().splitlines(), ""]
-    return ["### Hardware counters", "", *lines] if lines else []
-
-
 def render(root: Path, shown: str) -> list[str]:
     sections = [isa_section, numerics_section, memory_section,
                 lambda r: text_tables(r, DRIFT, "Drift (mean error relative to |ref|; 'x base' = ratio to plain "
                                       "torch in the same dtype)", shown),
-                lambda r: text_tables(r, AGREEMENT, "Token agreement (greedy, against FP32)"), perf_section,
-                sanitize_section, counters_section]
+                lambda r: text_tables(r, AGREEMENT, "Token agreement (greedy, against FP32)"),
+                lambda r: markdown_tables(r, PERF, "Performance (ratio = peer time / kernel time, same process)", shown),
+                sanitize_section, lambda r: markdown_tables(r, COUNTERS, "Hardware counters")]
     body = []
     for section in sections:
         try:

@@ -12,12 +12,13 @@ import pytest
 
 from tilegate.harness import counters
 from tilegate.harness.counters_child import FAMILIES
+from tilegate.report import COUNTERS_DIR
 
 pytestmark = pytest.mark.deadline(1200)
 
 
 def _judge(request, platform, launches, artifacts_dir, family):
-    out = artifacts_dir / "counters"
+    out = artifacts_dir / COUNTERS_DIR
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{family}.md").write_text("\n".join(counters.table(launches)) + "\n")
     (out / f"{family}.json").write_text(json.dumps([vars(launch) for launch in launches], indent=1))
@@ -43,7 +44,7 @@ def _judge(request, platform, launches, artifacts_dir, family):
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_ncu_counters_within_baseline(request, platform, artifacts_dir, family):
     try:
-        launches = counters.run_ncu(family, artifacts_dir / "counters" / f"ncu-{family}.log")
+        launches = counters.run_ncu(family, artifacts_dir / COUNTERS_DIR / f"ncu-{family}.log")
     except counters.CountersNotReadable as exc:
         pytest.skip(str(exc))
     _judge(request, platform, launches, artifacts_dir, family)
@@ -54,7 +55,7 @@ def test_ncu_counters_within_baseline(request, platform, artifacts_dir, family):
 @pytest.mark.gpu
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_rocprof_counters_within_baseline(request, platform, artifacts_dir, family):
-    launches = counters.run_rocprof(family, artifacts_dir / "counters" / f"rocprof-{family}")
+    launches = counters.run_rocprof(family, artifacts_dir / COUNTERS_DIR / f"rocprof-{family}")
     _judge(request, platform, launches, artifacts_dir, family)
 
 

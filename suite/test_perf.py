@@ -5,11 +5,14 @@ JSON record and a chart go to artifacts/perf/. Speed is measured here, never ass
 test elsewhere.
 """
 
-import json
+import subprocess
+import sys
 
 import pytest
 
 from tilegate.harness import perf
+from tilegate.paths import REPO_ROOT
+from tilegate.report import PERF_DIR
 
 
 def gpu_perf(test):
@@ -22,12 +25,10 @@ def gpu_perf(test):
 @pytest.fixture(scope="session")
 def perf_runs(request, artifacts_dir):
     """The healthy workload's runs: one, or two when recording a baseline (their spread is the noise)."""
-    out = artifacts_dir / "perf"
+    out = artifacts_dir / PERF_DIR
     times = 2 if request.config.getoption("--update-perf-baseline") else 1
     runs = [perf.run_child(out / f"perf-{i}.log") for i in range(times)]
-    (out / "perf.json").write_text(json.dumps(runs, indent=1))
-    (out / "perf.md").write_text("\n".join(perf.table(runs[0])) + "\n")
-    perf.chart(runs[0], out / "perf.png")
+    perf.write_artifacts(runs, out)
     return runs
 
 
@@ -49,7 +50,7 @@ def test_speed_ratios_within_baseline(request, platform, perf_runs, artifacts_di
 
 @gpu_perf
 def test_planted_slow_variant_is_flagged(platform, perf_runs, artifacts_dir):
-    slow = perf.run_child(artifacts_dir / "perf" / "perf-extra_exp.log", "--defect", "extra_exp", "--families", "prefill")
+    slow = perf.run_child(artifacts_dir / PERF_DIR / "perf-extra_exp.log", "--defect", "extra_exp", "--families", "prefill")
     print("\n" + "\n".join(perf.table(slow)))
     committed = perf.load_baseline(platform.device_name or platform.describe())
     # judged by the committed baseline where there is one, else by this run's healthy figures
@@ -88,3 +89,14 @@ def test_table_and_chart(tmp_path):
     lines = perf.table(_doc(0.8))
     assert any("70% of copy" in ln for ln in lines) and "graph replay 8 us" in lines[-1]
     assert perf.chart(_doc(0.8), tmp_path / "perf.png").stat().st_size > 1000
+
+
+def test_the_step_summary_shows_the_perf_table(tmp_path):
+    # It once showed perf.json's header fields only (device, torch, copy bandwidth): no kernel, no ratio.
+    perf.write_artifacts([_doc(0.8)], tmp_path / PERF_DIR)
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "step_summary.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, env={})
+    assert proc.returncode == 0, proc.stderr
+    assert "| prefill | 3782 causal | m64n64w4 | 1.000 | 0.800 | 300 TFLOP/s | 375 | 0.80x | 1.0% |" in proc.stdout
+    assert "decode host time per call: eager 40 us, graph replay 8 us" in proc.stdout
+    assert f"Chart: `{tmp_path}/perf/perf.png`" in proc.stdout

@@ -17,6 +17,7 @@ import torch
 
 from tilegate.harness import sanitize_child
 from tilegate.harness.sanitizer import TOOLS, parse_summary, run_asan, run_sanitized
+from tilegate.report import SANITIZE_DIR
 
 pytestmark = pytest.mark.deadline(1800)  # a sanitized run is 10-100x slower than a plain one
 
@@ -36,7 +37,7 @@ def _child_args(tool: str, family: str, head_dim: int) -> list[str]:
 @pytest.mark.parametrize("tool", [pytest.param(t, marks=pytest.mark.slow) if t == "racecheck" else t for t in TOOLS])
 def test_kernels_are_clean(tool, family, head_dim, artifacts_dir):
     result = run_sanitized(tool, _child_args(tool, family, head_dim),
-                           artifacts_dir / "sanitize" / f"{tool}-{family}-d{head_dim}.log")
+                           artifacts_dir / SANITIZE_DIR / f"{tool}-{family}-d{head_dim}.log")
     assert result.completed, f"the {family} workload did not finish under {tool} (exit {result.returncode}): {result.log}"
     assert (result.errors, result.warnings) == (0, 0), (
         f"{tool} found {result.errors} errors, {result.warnings} warnings in {family} ({result.log}):\n{result.excerpt()}")
@@ -47,7 +48,7 @@ def test_kernels_are_clean(tool, family, head_dim, artifacts_dir):
 @pytest.mark.gpu
 def test_planted_race_is_reported(artifacts_dir):
     result = run_sanitized("racecheck", ["prefill", "--defect", "race", "--one"],
-                           artifacts_dir / "sanitize" / "racecheck-planted-race.log")
+                           artifacts_dir / SANITIZE_DIR / "racecheck-planted-race.log")
     assert result.errors + result.warnings > 0, f"racecheck missed the planted race: {result.log}"
 
 
@@ -60,7 +61,7 @@ def test_planted_read_past_seq_k_is_reported(artifacts_dir):
     # with the fewest threads: the defect's element-wise K loads run in TileLang's producer
     # warpgroup, which sm90's 384-thread m192n128w12 leaves 80 registers (ptxas refuses the build)
     result = run_sanitized("memcheck", ["prefill", "--defect", "read_past_seq_k", "--fewest-threads"],
-                           artifacts_dir / "sanitize" / "memcheck-planted-read.log")
+                           artifacts_dir / SANITIZE_DIR / "memcheck-planted-read.log")
     assert result.errors > 0, f"memcheck missed the planted read past seq_k: {result.log}"
     assert "Invalid __global__ read" in result.log.read_text(errors="replace"), result.excerpt()
 
@@ -71,9 +72,9 @@ def test_planted_read_past_seq_k_is_reported(artifacts_dir):
 def test_initcheck_does_not_see_tma_stores(artifacts_dir):
     """The finding, settled: the same launch and read-back is clean with plain stores and flagged
     with TMA stores, although the TMA build writes every output element (sentinel test below)."""
-    tma = run_sanitized("initcheck", ["prefill", "--one"], artifacts_dir / "sanitize" / "initcheck-tma.log")
+    tma = run_sanitized("initcheck", ["prefill", "--one"], artifacts_dir / SANITIZE_DIR / "initcheck-tma.log")
     plain = run_sanitized("initcheck", ["prefill", "--one", "--plain-stores"],
-                          artifacts_dir / "sanitize" / "initcheck-plain.log")
+                          artifacts_dir / SANITIZE_DIR / "initcheck-plain.log")
     assert tma.completed and plain.completed
     assert plain.errors == 0, plain.excerpt()
     assert tma.errors > 0, "initcheck now sees TMA stores: run initcheck on production builds instead"
@@ -106,7 +107,7 @@ def test_tma_store_writes_every_output_element():
 @pytest.mark.gpu
 @pytest.mark.parametrize("family", sanitize_child.FAMILIES)
 def test_kernels_are_clean_under_rocm_asan(family, artifacts_dir):
-    result = run_asan([family], artifacts_dir / "sanitize" / f"asan-{family}.log")
+    result = run_asan([family], artifacts_dir / SANITIZE_DIR / f"asan-{family}.log")
     assert result.completed and result.errors == 0, f"AddressSanitizer ({result.log}):\n{result.excerpt()}"
 
 
@@ -115,7 +116,7 @@ def test_kernels_are_clean_under_rocm_asan(family, artifacts_dir):
 @pytest.mark.gpu
 def test_rocm_asan_reports_the_planted_read(artifacts_dir):
     result = run_asan(["prefill", "--defect", "read_past_seq_k", "--one"],
-                      artifacts_dir / "sanitize" / "asan-planted-read.log")
+                      artifacts_dir / SANITIZE_DIR / "asan-planted-read.log")
     assert result.errors > 0, f"AddressSanitizer missed the planted read past seq_k: {result.log}"
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from tilegate.harness.sglang_bench import table
 from tilegate.harness.sglang_driver import EngineRun
+from tilegate.report import PERF_DIR
 
 pytestmark = [pytest.mark.perf, pytest.mark.rocm, pytest.mark.gpu, pytest.mark.llama3, pytest.mark.slow,
               pytest.mark.xdist_group("perf")]
@@ -33,7 +34,7 @@ def bench_spec(model: str, bench: dict, device: str = "cuda", dtype: str = "bflo
 
 
 def check_bench(bench: dict, artifacts_dir: Path) -> None:
-    out = artifacts_dir / "perf"
+    out = artifacts_dir / PERF_DIR
     out.mkdir(parents=True, exist_ok=True)
     (out / "serving.json").write_text(json.dumps(bench, indent=1))
     (out / "serving.md").write_text("\n".join(table(bench)) + "\n")

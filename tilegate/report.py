@@ -84,14 +84,16 @@ def isa_summary_lines(artifacts: Path) -> list[str]:
 
 
 def clear_run_artifacts(artifacts: Path) -> None:
-    """Records from an earlier run must not reach this run's summary."""
-    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR):
+    """Records from an earlier run must not reach this run's summary. A gate run of several
+    pytest commands (tox -e rocm) clears once, at its first: the later ones pass --keep-artifacts."""
+    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR, PERF_DIR, SANITIZE_DIR, COUNTERS_DIR):
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 
 # --- numerics, memory and drift records: one JSON per check, summarised at the end -----
 
 NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR = "numerics", "memory", "drift"
+PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
 
 
 def _write_json(artifacts: Path, folder: str, name: str, data: dict) -> None:

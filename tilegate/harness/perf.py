@@ -85,6 +85,14 @@ def chart(doc: dict, path: Path) -> Path | None:
     return path
 
 
+def write_artifacts(runs: list[dict], out: Path) -> None:
+    """The run's records (perf.json), the first run's table (perf.md: the step summary shows it) and chart."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "perf.json").write_text(json.dumps(runs, indent=1))
+    (out / "perf.md").write_text("\n".join(table(runs[0])) + "\n")
+    chart(runs[0], out / "perf.png")
+
+
 def baseline_path(device: str) -> Path:
     return BASELINE_DIR / f"{device_slug(device)}.json"
 
