@@ -5,7 +5,8 @@ Skips are decided here from markers and nowhere else:
   rocm   needs a gfx942 (MI300X) device under ROCm
   cuda   needs a CUDA device
   llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
-  sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU
+  sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
+         with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
   sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
@@ -121,8 +122,12 @@ def _skip_reason(item: pytest.Item) -> str | None:
     if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
         return "no Meta-Llama-3 checkpoint: pass --llama3-path=DIR or set TILEGATE_LLAMA3_PATH"
     if item.get_closest_marker("sglang"):
-        from tilegate.harness.sglang_protocol import missing_reason
+        import sys
 
+        from tilegate.harness.sglang_protocol import gpu_missing_reason, missing_reason
+
+        if item.get_closest_marker("gpu"):  # SGLang's GPU build, in this python
+            return gpu_missing_reason(sys.executable, on_mi300x=plat.kind == "rocm" and plat.arch == "gfx942")
         return missing_reason()  # only a missing venv skips; a broken one fails the tests
     return None
 
@@ -143,7 +148,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     _precompile(session)
-    if any(item.get_closest_marker("sglang") for item in session.items) and missing_reason() is None:
+    if any(item.get_closest_marker("sglang") and not item.get_closest_marker("gpu") for item in session.items) \
+            and missing_reason() is None:
         _sglang_engine_run().start()
 
 

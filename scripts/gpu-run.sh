@@ -6,6 +6,8 @@
 # Then, on the GPU machine, from the checkout:
 #   scripts/gpu-run.sh [pytest args]          (default: -m "numerics or drift")
 # The machine needs torch with a GPU, pytest, pytest-xdist, matplotlib (the H200 image has them).
+# The SGLang GPU tier (-m "sglang and gpu") and the serving benchmark also need SGLang's GPU build:
+# on the H200, source .dev/sglkit/env.sh .dev/sglkit first (../shared/device/sglang-h200 builds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 site_tarball=${TILEGATE_SITE:-.dev/site312.tar.xz}

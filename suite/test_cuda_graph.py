@@ -1,5 +1,8 @@
-"""The tilelang backend under SGLang's CUDA/HIP-graph hooks, on the GPU: a decode step captured
-once, replayed with new sequence lengths and new pool contents, equals the eager step bitwise."""
+"""The tilelang backend under SGLang 0.5.23's CUDA/HIP-graph hooks (init_cuda_graph_state, then
+init_forward_metadata_out_graph before each capture and each replay, over the graph runner's padded
+static buffers), on the GPU: a decode step captured once, replayed with new sequence lengths and
+new pool contents, equals the eager step bitwise. SGLang's own engine captures and replays these
+hooks in suite/test_sglang_gpu.py."""
 
 from types import SimpleNamespace
 
@@ -24,9 +27,11 @@ def _runner(dtype):
     return runner
 
 
-def _batch(reqs, lens):
-    return SimpleNamespace(forward_mode=DECODE, req_pool_indices=torch.tensor(reqs, device=DEVICE),
-                           seq_lens=torch.tensor(lens, device=DEVICE), encoder_lens=None, out_cache_loc=None)
+def _batch(reqs, lens, device=DEVICE, mode=DECODE):
+    """A decode batch as SGLang's graph runner hands it to the hooks (its replay view has batch_size)."""
+    return SimpleNamespace(forward_mode=mode, batch_size=len(reqs), req_pool_indices=torch.tensor(reqs, device=device),
+                           seq_lens=torch.tensor(lens, device=device), encoder_lens=None, out_cache_loc=None,
+                           spec_info=None)
 
 
 def _eager(runner, layer, q, fb):
@@ -46,7 +51,7 @@ def test_replayed_decode_equals_eager_bitwise(dtype):
     backend.init_cuda_graph_state(MAX_BS, MAX_BS)
     q_static = torch.randn(BS, HEADS * DIM, device=DEVICE).to(dtype)
     first = _batch((3, 0, 5), (1, 33, 160))
-    backend.init_forward_metadata_capture_cuda_graph(BS, BS, first.req_pool_indices, first.seq_lens, None, DECODE, None)
+    backend.init_forward_metadata_out_graph(first, in_capture=True)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up (compile, allocate) off the capture, as SGLang does
@@ -63,8 +68,7 @@ def test_replayed_decode_equals_eager_bitwise(dtype):
         pool.v[1].copy_(torch.randn(pool.v[1].shape, generator=gen, device=DEVICE).to(dtype))
         q_static.copy_(torch.randn(q_static.shape, generator=gen, device=DEVICE).to(dtype))
         fb = _batch(reqs, lens)
-        backend.init_forward_metadata_replay_cuda_graph(BS, fb.req_pool_indices, fb.seq_lens, sum(lens), None,
-                                                        DECODE, None, seq_lens_cpu=fb.seq_lens.cpu())
+        backend.init_forward_metadata_out_graph(fb)
         graph.replay()
         want = _eager(runner, layer, q_static.clone(), fb)
         assert torch.equal(out_static, want), f"step {step}: replay differs from eager by " \
@@ -74,19 +78,22 @@ def test_replayed_decode_equals_eager_bitwise(dtype):
 # The hooks' bookkeeping on the CPU, with the reference ops: after a replay's refill, a forward
 # through the captured batch's buffers computes the new batch, as the eager path does.
 
-def _cpu_batch(reqs, lens):
-    return SimpleNamespace(forward_mode=DECODE, req_pool_indices=torch.tensor(reqs), seq_lens=torch.tensor(lens),
-                           encoder_lens=None, out_cache_loc=None)
+def _cpu_batch(reqs, lens, mode=DECODE):
+    return _batch(reqs, lens, device="cpu", mode=mode)
+
+
+def _captured(backend, first):
+    backend.init_cuda_graph_state(MAX_BS, MAX_BS)
+    backend.init_forward_metadata_out_graph(first, in_capture=True)
 
 
 def test_replay_refills_the_captured_batch():
     runner, layer = fake_runner(), fake_layer(1)
     backend = TileLangAttnBackend(runner, ReferenceOps())
-    backend.init_cuda_graph_state(MAX_BS, MAX_BS)
     first, second = _cpu_batch((3, 0, 5), (1, 33, 160)), _cpu_batch((2, 4, 1), (160, 2, 57))
-    backend.init_forward_metadata_capture_cuda_graph(BS, BS, first.req_pool_indices, first.seq_lens, None, DECODE, None)
+    _captured(backend, first)
     q = torch.randn(BS, HEADS * DIM)
-    backend.init_forward_metadata_replay_cuda_graph(BS, second.req_pool_indices, second.seq_lens, 219, None, DECODE, None)
+    backend.init_forward_metadata_out_graph(second)  # a replay's prep
     replayed = backend.forward_decode(q, None, None, layer, first, save_kv_cache=False)  # the captured batch object
     eager = TileLangAttnBackend(runner, ReferenceOps())
     eager.init_forward_metadata(second)
@@ -97,9 +104,7 @@ def test_replay_refills_the_captured_batch():
 def test_an_eager_extend_after_a_capture_prepares_its_own_batch():
     runner, layer = fake_runner(), fake_layer(1)
     backend = TileLangAttnBackend(runner, ReferenceOps())
-    backend.init_cuda_graph_state(MAX_BS, MAX_BS)
-    first = _cpu_batch((3, 0, 5), (1, 33, 160))
-    backend.init_forward_metadata_capture_cuda_graph(BS, BS, first.req_pool_indices, first.seq_lens, None, DECODE, None)
+    _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
     fb = forward_batch(runner, EXTEND_BATCHES[1])
     q = torch.randn(fb.extend_seq_lens.sum().item(), HEADS * DIM)
     eager = TileLangAttnBackend(runner, ReferenceOps())
@@ -110,16 +115,14 @@ def test_an_eager_extend_after_a_capture_prepares_its_own_batch():
 
 def test_replay_checks_the_new_batch():
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
-    backend.init_cuda_graph_state(MAX_BS, MAX_BS)
-    bad = _cpu_batch((3, 0, 5), (1, 33, 10_000))
+    _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
     with pytest.raises(ValueError, match="columns"):
-        backend.init_forward_metadata_replay_cuda_graph(BS, bad.req_pool_indices, bad.seq_lens, 0, None, DECODE, None)
+        backend.init_forward_metadata_out_graph(_cpu_batch((3, 0, 5), (1, 33, 10_000)))
 
 
 def test_graph_capture_of_other_modes_is_refused():
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
     backend.init_cuda_graph_state(MAX_BS, MAX_BS)
-    fb = _cpu_batch((3,), (5,))
     with pytest.raises(UnsupportedByTileLangBackend, match="captures plain decode batches only, not TARGET_VERIFY"):
-        backend.init_forward_metadata_capture_cuda_graph(1, 1, fb.req_pool_indices, fb.seq_lens, None,
-                                                         SimpleNamespace(name="TARGET_VERIFY"), None)
+        backend.init_forward_metadata_out_graph(_cpu_batch((3,), (5,), mode=SimpleNamespace(name="TARGET_VERIFY")),
+                                                in_capture=True)

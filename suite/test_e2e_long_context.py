@@ -21,6 +21,7 @@ import torch
 from suite_helpers import causal_builds
 
 from tilegate.fixtures.long_context_llama import SPEC, ensure_long_context_llama, retrieval_prompt
+from tilegate.fixtures.retrieval_layout import PREFIX, SPAN_LEN, extend_start, span_start, straddling_span_at
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.harness.precompile import Build, kind_builds
 from tilegate.kernels.problem import AttentionShape
@@ -60,30 +61,6 @@ def n_tokens(request) -> int:
 @pytest.fixture(scope="module")
 def model_dir():
     return ensure_long_context_llama()
-
-
-SPAN_LEN, PREFIX = 24, 4  # retrieval_prompt's defaults: the span, and how much of it the query repeats
-
-
-def straddling_span_at(n_tokens: int) -> float:
-    """Where the span sits so that it straddles the first key of the middle 64-key block, which at
-    these lengths is also the first key of the middle 128-key block (sm90's default tiles); its
-    first half lies in the middle 32-key block (gfx942's) at 3782 tokens and in the block just
-    before it at 8192 and 32768. For the prompt and for every decode step after it, a kernel that
-    skips its middle key block loses part of the span."""
-    middle_64 = -(-n_tokens // 64) // 2 * 64  # first key of the middle 64-key block
-    first = middle_64 - SPAN_LEN // 2  # also inside the 32-key block just before it
-    body_len = n_tokens - 2 - PREFIX
-    return (first - 2) / (body_len - SPAN_LEN - 2)  # inverts retrieval_prompt's placement
-
-
-def span_start(n_tokens: int) -> int:
-    return -(-n_tokens // 64) // 2 * 64 - SPAN_LEN // 2
-
-
-def extend_start(n_tokens: int) -> int:
-    """The paged runs' cached prefix, and the first prompt row whose logprob is compared."""
-    return span_start(n_tokens) - 8
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,11 @@
-"""Serving benchmark on the MI300X runner (perf tier, opt-in): SGLang serving the local Llama-3
-checkpoint with attention_backend="tilelang" (the TileLang kernels) and with SGLang's default ROCm
-backend, one after the other in one child process (tilegate.harness.sglang_bench): batch 32 x
-1024 input tokens -> 512 output tokens, and one 32768-token prompt. A report: the table goes to
-the terminal and artifacts/perf/serving.{md,json}; what is asserted is that both backends served
-every token asked for, the 32k prompt whole.
+"""The serving benchmark (perf tier, opt-in: -m perf): SGLang serving a Llama-3-8B-shaped model
+(fixtures/llama3_shape.py, random weights from its config: load_format="dummy") with
+attention_backend="tilelang" (the TileLang kernels) and with its peer (triton on CUDA, SGLang's
+default on ROCm), both engines resident, measured in interleaved rounds in one child
+(tilegate.harness.sglang_bench): batch 32 x 1024 -> 512 tokens (tokens/s, TTFT) and one
+32768-token prompt (TTFT, decode tokens/s). The table, JSON and chart go to artifacts/perf/serving.*;
+the ratios are judged against the device's perf baseline (suite/baselines/perf/<device>.json, keys
+"serving | ..."), each with the tolerance its recording runs' noise set (tilegate.harness.perf).
 """
 
 from __future__ import annotations
@@ -14,39 +16,74 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.harness.sglang_bench import table
+from tilegate.harness import perf, sglang_bench
 from tilegate.harness.sglang_driver import EngineRun
+from tilegate.platform import detect
 from tilegate.report import PERF_DIR
 
-pytestmark = [pytest.mark.perf, pytest.mark.rocm, pytest.mark.gpu, pytest.mark.llama3, pytest.mark.slow,
+pytestmark = [pytest.mark.perf, pytest.mark.gpu, pytest.mark.sglang, pytest.mark.slow, pytest.mark.deadline(2400),
               pytest.mark.xdist_group("perf")]
 
-BENCH = {"backends": ["tilelang", "default"], "batch": 32, "input_len": 1024, "output_len": 512,
-         "long_len": 32768, "long_output": 32, "seed": 0}
+PEER = "default" if detect().kind == "rocm" else "triton"
+BENCH = {"backends": ["tilelang", PEER], "batch": 32, "input_len": 1024, "output_len": 512, "long_len": 32768,
+         "long_output": 128, "seed": 0, "rounds": 3,
+         # both engines resident: SGLang sizes each pool from the memory free at its start, the cap
+         # holds the batch's 49k tokens and the long prompt
+         "engine_kwargs": {"mem_fraction_static": 0.3, "max_total_tokens": 98304, "context_length": 32768 + 256,
+                           "load_format": "dummy", "skip_tokenizer_init": True, "cuda_graph_max_bs_decode": 32,
+                           # decode graphs on, prefill graphs off: SGLang's default on ROCm
+                           # (fixtures/sglang_gpu_plan.py says why the H200 cannot run CUDA's)
+                           "disable_prefill_cuda_graph": True,
+                           "sampling_backend": "pytorch", "grammar_backend": "none", "log_level": "error"}}
 
 
-def bench_spec(model: str, bench: dict, device: str = "cuda", dtype: str = "bfloat16", engine_kwargs=None) -> dict:
+def bench_spec(bench: dict, model: str = "llama3-8b-shape", device: str = "cuda", dtype: str = "bfloat16") -> dict:
     """A child spec with only the benchmark phase (no comparison prompts, no reference)."""
-    kw = engine_kwargs if engine_kwargs is not None else {"context_length": bench["long_len"] + 64,
-                                                          "mem_fraction_static": 0.8, "log_level": "error"}
     return {"model": model, "rounds": [], "max_new_tokens": 1, "reference": False, "backends": [],
-            "device": device, "dtype": dtype, "engine_kwargs": kw, "bench": bench}
+            "device": device, "dtype": dtype, "engine_kwargs": {}, "bench": bench}
 
 
-def check_bench(bench: dict, artifacts_dir: Path) -> None:
+def run_bench(workdir: Path) -> dict:
+    return EngineRun(workdir, bench_spec(BENCH), python=Path(sys.executable), cpu=False).result(timeout=2000)["bench"]
+
+
+def check_served(bench: dict) -> None:
+    spec = bench["spec"]
+    for name, b in bench["backends"].items():
+        for r in b["rounds"]:
+            assert r["batch_generated"] == spec["batch"] * spec["output_len"], (name, r)
+            assert r["long_prompt_tokens"] == spec["long_len"], f"{name} served {r['long_prompt_tokens']} prompt tokens"
+
+
+def write_artifacts(benches: list[dict], device: str, artifacts_dir: Path) -> dict:
+    """serving.json (every run), serving.md (the first's table), serving.png; returns the first
+    run as a perf document (tilegate.harness.perf's table, chart and regressions read it)."""
     out = artifacts_dir / PERF_DIR
     out.mkdir(parents=True, exist_ok=True)
-    (out / "serving.json").write_text(json.dumps(bench, indent=1))
-    (out / "serving.md").write_text("\n".join(table(bench)) + "\n")
-    print("\n" + "\n".join(table(bench)))
-    spec = bench["spec"]
-    for name, r in bench["backends"].items():
-        assert r["batch_generated"] == spec["batch"] * spec["output_len"], (name, r)
-        assert r["long_prompt_tokens"] == spec["long_len"], f"{name} served {r['long_prompt_tokens']} prompt tokens"
+    doc = {"device": device, "records": sglang_bench.records(benches[0])}
+    (out / "serving.json").write_text(json.dumps(benches, indent=1))
+    (out / "serving.md").write_text("\n".join(sglang_bench.table(benches[0])) + "\n")
+    perf.chart(doc, out / "serving.png")
+    return doc
 
 
-def test_sglang_serving_tilelang_vs_default_backend(tmp_path_factory, artifacts_dir, request):
-    path = str(Path(request.config.getoption("--llama3-path")).resolve())
-    run = EngineRun(tmp_path_factory.mktemp("serving-bench"), bench_spec(path, BENCH), python=Path(sys.executable),
-                    cpu=False)
-    check_bench(run.result(timeout=3600)["bench"], artifacts_dir)
+def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, artifacts_dir):
+    device = platform.device_name or platform.describe()
+    recording = request.config.getoption("--update-perf-baseline")
+    benches = [run_bench(tmp_path_factory.mktemp("serving-bench")) for _ in range(2 if recording else 1)]
+    for bench in benches:
+        check_served(bench)
+    doc = write_artifacts(benches, device, artifacts_dir)
+    print("\n" + "\n".join(sglang_bench.table(benches[0])))
+    runs = [{"device": device, "records": sglang_bench.records(b)} for b in benches]
+    if recording:
+        path = perf.update_baseline(device, runs)
+        print(f"baseline recorded: {path}\n" + "\n".join(
+            f"  {k}: noise {v['noise']:.1%} -> allowed fall {v['tolerance']:.0%}" for k, v in perf.baseline_from(runs).items()))
+        return
+    baseline = (perf.load_baseline(device) or {}).get("records", {})
+    if not any(perf.key(r) in baseline for r in doc["records"]):
+        pytest.skip(f"no serving baseline for {device}: table in {artifacts_dir / PERF_DIR / 'serving.md'}; "
+                    "record one with -m perf --update-perf-baseline")
+    problems = perf.regressions(doc, baseline)
+    assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(problems)

@@ -150,3 +150,77 @@ def test_speculative_and_other_forward_modes_are_refused(mode):
     with pytest.raises(UnsupportedByTileLangBackend, match=f"forward mode {mode} is not supported"):
         backend.forward_extend(torch.randn(72, 8 * 64), None, None, fake_layer(0), fb)
 
+
+
+# -- what SGLang really hands the backend: views of one fused qkv, RoPE applied in place ----------
+
+
+def _as_kernel_reads(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s memory read the way a kernel given only its data pointer reads it: densely, row-major
+    from its first element (what the TileLang paged kernels assume of q, the pools and out)."""
+    dense = torch.empty(0, dtype=t.dtype).new_empty(t.shape).stride()
+    return torch.as_strided(t, t.shape, dense, t.storage_offset())
+
+
+def _reference_launch(calls: list):
+    """Stands in for ``tilegate.runtime.launch`` on a machine without a GPU: it computes the
+    kernels' contract over the raw memory of the tensors handed to it, and writes the output there,
+    so a strided view passed through unchanged gives a wrong answer, as a kernel would."""
+
+    def launch(factory, shape, cfg, *tensors, **options):
+        calls.append(factory.__name__)
+        if factory.__name__ != "paged_extend":
+            raise AssertionError(f"only the extend kernel is expected here, got {factory.__name__}")
+        q, k_pool, v_pool, r2t, req, lens, new, _starts, out = (_as_kernel_reads(t) for t in tensors)
+        want = ref_paged_extend(q, k_pool, v_pool, r2t, req, lens, new, scale=options["softmax_scale"])
+        out.copy_(want.to(out.dtype))
+
+    return launch
+
+
+def _rope_in_place(x: torch.Tensor, positions: torch.Tensor) -> None:
+    """Llama's rotary embedding (neox halves), written into ``x`` [tokens, heads, d] in place, as
+    SGLang's CUDA rotary kernel writes into its split views of qkv."""
+    half = x.shape[-1] // 2
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(half, dtype=torch.float32) / half))
+    angle = positions[:, None, None].float() * inv_freq
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    first, second = x[..., :half].clone(), x[..., half:].clone()
+    x[..., :half] = first * cos - second * sin
+    x[..., half:] = second * cos + first * sin
+
+
+def test_kernel_ops_take_q_k_v_split_from_a_fused_qkv(monkeypatch):
+    """Symptom: on CUDA the first extend failed with "q must be contiguous": SGLang splits q, k and v
+    from one qkv projection and applies RoPE in place, so q reaches the backend as a strided view.
+    Fix: the paged entry points copy q to the kernels' dense layout (one copy); k and v go through
+    the pool's own set_kv_buffer."""
+    from tilegate.serving import paged
+
+    calls: list = []
+    monkeypatch.setattr(sglang_backend, "local_target", lambda: "sm90")
+    monkeypatch.setattr(paged, "local_target", lambda: "sm90")
+    monkeypatch.setattr(paged, "launch", _reference_launch(calls))
+    runner = fake_runner(dtype=torch.bfloat16)
+    backend = TileLangAttnBackend(runner)  # the production ops, over the stand-in launch
+    layer = fake_layer(1)
+    b = EXTEND_BATCHES[1]
+    fb = forward_batch(runner, b)
+    tokens = fb.out_cache_loc.shape[0]
+    qkv = torch.randn(tokens, (8 + 2 + 2) * 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    q, k, v = qkv.split([8 * 64, 2 * 64, 2 * 64], dim=-1)  # as LlamaAttention.forward_prepare_native
+    positions = torch.cat([torch.arange(s - n, s) for s, n in zip(b.seq_lens, b.extend_lens)])
+    _rope_in_place(q.view(tokens, 8, 64), positions)
+    _rope_in_place(k.view(tokens, 2, 64), positions)
+    assert not q.is_contiguous() and q.stride() == (12 * 64, 1)
+    k, v = k.view(tokens, 2, 64), v.view(tokens, 2, 64)  # RadixAttention's views, strided too
+    pool = runner.token_to_kv_pool
+    k_pool, v_pool = pool.k[1].clone(), pool.v[1].clone()
+    k_pool[fb.out_cache_loc], v_pool[fb.out_cache_loc] = k, v
+    backend.init_forward_metadata(fb)
+    out = backend.forward_extend(q, k, v, layer, fb)
+    assert calls == ["paged_extend"]
+    want = ref_paged_extend(q.reshape(tokens, 8, 64).contiguous(), k_pool, v_pool, runner.req_to_token_pool.req_to_token,
+                            fb.req_pool_indices, fb.seq_lens, fb.extend_seq_lens, scale=layer.scaling)
+    assert torch.equal(pool.k[1], k_pool) and torch.equal(pool.v[1], v_pool)
+    assert out.dtype == torch.bfloat16 and torch.equal(out.view_as(want), want.to(torch.bfloat16))

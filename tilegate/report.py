@@ -161,10 +161,12 @@ def runtime_summary_lines(artifacts: Path) -> list[str]:
 AGREEMENT_DIR = "agreement"
 
 
-def record_agreement(artifacts: Path, name: str, results: list) -> None:
+def record_agreement(artifacts: Path, name: str, results: list, table: list[str] | None = None) -> None:
+    """``results``: Agreement records (or subclasses); ``table``: their lines, agreement.table_lines' by default."""
     from tilegate.references.agreement import table_lines
 
-    _write_json(artifacts, AGREEMENT_DIR, name, {"results": [r.as_dict() for r in results], "table": table_lines(results)})
+    lines = table if table is not None else table_lines(results)
+    _write_json(artifacts, AGREEMENT_DIR, name, {"results": [r.as_dict() for r in results], "table": lines})
 
 
 def agreement_summary_lines(artifacts: Path) -> list[str]:

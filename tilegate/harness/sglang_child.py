@@ -1,11 +1,13 @@
 """The SGLang child process: ``python -m tilegate.harness.sglang_child SPEC.json OUT.json``.
 
-Runs in SGLang's python (.venv-sglang on a CPU machine, the runner's on the MI300X), started by
-tilegate.harness.sglang_driver. It serves the model with each backend of the spec, one engine at
+Runs in SGLang's python (.venv-sglang on a CPU machine, the gate's own on a GPU machine), started
+by tilegate.harness.sglang_driver (serving: tilegate.harness.sglang_serve; the FP32 reference:
+tilegate.harness.sglang_reference). It serves the model with each backend of the spec, one engine at
 a time, compares nothing itself, and writes everything as JSON (tilegate.harness.sglang_protocol):
 
   reference     the FP32 Hugging Face greedy tokens per prompt, with each step's top-k logprobs
-  generations   greedy token ids per backend and prompt, with each step's top-k logprobs
+                (and the prompt rows' logprobs where a prompt asks for them)
+  generations   the same per backend and prompt, as SGLang's engine served them
   errors        per broken configuration: what SGLang's engine start said
   markers       what the instrumented plugin and backend recorded in each SGLang process
   long_context  the same for the long-context model's retrieval prompts, served after the rest
@@ -23,6 +25,8 @@ import time
 from pathlib import Path
 
 from tilegate.harness import sglang_protocol as proto
+from tilegate.harness.sglang_reference import fp32_reference
+from tilegate.harness.sglang_serve import CPU_ENGINE_DEFAULTS, Request, engine, serve
 
 
 def _read_markers(folder: Path) -> dict:
@@ -38,118 +42,60 @@ def _read_markers(folder: Path) -> dict:
     return out
 
 
-def _generate(engine, prompt_ids: list[list[int]], max_new_tokens: int, top_k: int) -> list[dict]:
-    """One batched greedy call on token ids; per prompt: the greedy token ids, each step's top-k
-    as [[token, logprob], ...] (best first) and its top-1 minus top-2 logprob."""
-    params = {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True}
-    outs = engine.generate(input_ids=prompt_ids, sampling_params=params, return_logprob=True,
-                           top_logprobs_num=top_k)
-    results = []
-    for out in outs:
-        meta = out["meta_info"]
-        tokens = [int(t[1]) for t in meta["output_token_logprobs"]]
-        tops, gaps = [], []
-        for step in meta["output_top_logprobs"]:  # per step: (logprob, token id, text) tuples, best first
-            top = [[int(tok), float(lp)] for lp, tok, *_ in step]
-            tops.append(top)
-            gaps.append(top[0][1] - top[1][1])
-        results.append({"tokens": tokens, "top": tops, "gaps": gaps,
-                        "prompt_tokens": int(meta.get("prompt_tokens", -1)),
-                        "cached_tokens": int(meta.get("cached_tokens", -1))})
-    return results
-
-
 def _model_path(which: str) -> str:
     """"trained": the trained tiny Llama-3 (built and trained once per machine, cached);
     "long-context": the tiny Llama-3 trained for retrieval (fixtures/long_context_llama.py);
-    "tiny": the random one; anything else: a checkpoint folder (a local Meta-Llama-3)."""
-    from tilegate.fixtures import long_context_llama, tiny_llama, tiny_llama_train
+    "tiny": the random one; "llama3-8b-shape": a config without weights (load_format="dummy");
+    anything else: a checkpoint folder (a local Meta-Llama-3)."""
+    from tilegate.fixtures import llama3_shape, long_context_llama, tiny_llama, tiny_llama_train
 
     if which == "trained":
         return str(tiny_llama_train.ensure_trained_tiny_llama())
     if which == "long-context":
         return str(long_context_llama.ensure_long_context_llama())
+    if which == "llama3-8b-shape":
+        return str(llama3_shape.ensure_llama3_8b_shape())
     if which == "tiny":
         return str(tiny_llama.ensure_tiny_llama(tiny_llama.TINY_LLAMA))
     return which
 
 
-def _prompt_ids(model: str, rounds: list[list]) -> list[list[list[int]]]:
-    """Token ids of every prompt, tokenized once here so SGLang and the FP32 reference see the
-    same ids. A prompt is a text, or {"corpus_tokens": N}: the fixture corpus repeated to N tokens."""
+def _requests(model: str, rounds: list[list], default_new: int) -> list[list[Request]]:
+    """Every prompt as token ids, tokenized once here so SGLang and the FP32 reference see the same
+    ids. A prompt is a text, {"corpus_tokens": N} (the fixture corpus repeated to N tokens), or a
+    dict with "text" or "corpus_tokens" and optionally "max_new_tokens" and "logprob_start" (a
+    negative start counts from the prompt's end)."""
+    if not any(rounds):
+        return [[] for _ in rounds]  # a benchmark-only spec: its model may have no tokenizer
     from transformers import AutoTokenizer
 
     from tilegate.fixtures.prompts import long_prompt_ids
     from tilegate.fixtures.tiny_llama import CORPUS
 
     tok = AutoTokenizer.from_pretrained(model)
-    return [[long_prompt_ids(tok, CORPUS, p["corpus_tokens"]) if isinstance(p, dict) else tok(p)["input_ids"]
-             for p in prompts] for prompts in rounds]
+
+    def request(p) -> Request:
+        p = {"text": p} if isinstance(p, str) else p
+        ids = long_prompt_ids(tok, CORPUS, p["corpus_tokens"]) if "corpus_tokens" in p else tok(p["text"])["input_ids"]
+        start = p.get("logprob_start")
+        return Request(ids, p.get("max_new_tokens", default_new), None if start is None else start % len(ids))
+
+    return [[request(p) for p in prompts] for prompts in rounds]
 
 
-def _retrieval_prompts(model: str, long_context: dict) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, expected continuation) per retrieval prompt of the spec's "long_context"."""
+def _retrieval_requests(model: str, long_context: dict) -> list[tuple[Request, list[int]]]:
+    """(request, expected continuation) per retrieval prompt of the spec's "long_context"."""
     from transformers import AutoTokenizer
 
     from tilegate.fixtures.long_context_llama import retrieval_prompt
 
     tok = AutoTokenizer.from_pretrained(model)
-    return [retrieval_prompt(tok, p["tokens"], p["seed"], span_at=p["span_at"], span_len=long_context["span_len"],
-                             prefix=long_context["prefix"]) for p in long_context["prompts"]]
-
-
-def _fp32_reference(model: str, ids: list[list[list[int]]], max_new_tokens: int, top_k: int, device: str,
-                    attention: str = "sdpa") -> list:
-    """Hugging Face transformers, FP32: greedy with the top-k of every step. ``attention``
-    "chunked": the gate's FP32 reference attention (tilegate.serving.hf_attention), query rows in
-    chunks, for long prompts: transformers' sdpa in float32 builds the whole score matrix for GQA."""
-    import torch
-
-    from tilegate.harness.hf_runner import HfRunner
-
-    if attention == "chunked":
-        from tilegate.references.transformers_attention import REFERENCE_IMPLEMENTATION, reference_attention_function, register
-
-        attention = register(REFERENCE_IMPLEMENTATION, reference_attention_function())
-    with HfRunner(model, torch.float32, attention, device) as ref:
-        out = []
-        for prompts in ids:
-            runs = [ref.greedy(p, max_new_tokens, top_k) for p in prompts]
-            out.append([{"tokens": list(r.tokens), "top": [sorted(([t, lp] for t, lp in s.items()),
-                                                                   key=lambda x: -x[1]) for s in r.top_logprobs]}
-                        for r in runs])
+    out = []
+    for p in long_context["prompts"]:
+        ids, want = retrieval_prompt(tok, p["tokens"], p["seed"], span_at=p["span_at"], span_len=long_context["span_len"],
+                                     prefix=long_context["prefix"])
+        out.append((Request(ids, len(want), p.get("logprob_start")), want))
     return out
-
-
-# Small pools and no warm-up: the default KV pool on a CPU is sized from free memory (~50 s
-# to allocate here); 4096 tokens is plenty for the tests' prompts.
-# 8192 pool tokens and a 4096 context hold the long prompt (~2k tokens) beside the short ones.
-ENGINE_DEFAULTS = {"max_total_tokens": 8192, "context_length": 4096, "max_running_requests": 8,
-                   "disable_cuda_graph": True, "skip_server_warmup": True, "log_level": "error"}
-
-
-def _engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "float32", **kw):
-    """backend "default": SGLang picks its default attention backend for the platform."""
-    import sglang
-
-    chosen = {} if backend == "default" else {"attention_backend": backend}
-    return sglang.Engine(model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0,
-                         **chosen, **kw)
-
-
-def _serve(model: str, backend: str, ids: list[list[list[int]]], new: int, top_k: int, *, device: str, dtype: str,
-           kw: dict) -> tuple[list, dict, str]:
-    """One engine serving ``model`` with ``backend``, each round one batched greedy call on it.
-    Returns the generations per round, the start and generate seconds, and the backend SGLang ran."""
-    t0 = time.monotonic()
-    engine = _engine(model, backend, device=device, dtype=dtype, **kw)
-    t1 = time.monotonic()
-    try:
-        generations = [_generate(engine, prompts, new, top_k) for prompts in ids]
-        chosen = engine.server_args.attention_backend
-    finally:
-        engine.shutdown()
-    return generations, {"start_s": t1 - t0, "generate_s": time.monotonic() - t1}, chosen
 
 
 def _use_marker_dir(folder: Path) -> Path:
@@ -161,24 +107,26 @@ def _use_marker_dir(folder: Path) -> Path:
 
 
 def _long_context(spec: dict, top_k: int, *, device: str, dtype: str, kw: dict, marker_dir: Path) -> dict:
-    """The spec's "long_context": retrieval prompts on their model, its FP32 reference, then each
-    backend, every prompt in one batch, generating the answer's length. Runs after the main
-    engines, its markers in ``marker_dir``."""
+    """The spec's "long_context": retrieval prompts on their model, its FP32 reference (unless
+    "reference" is false), then each backend, every prompt in one batch, generating the answer's
+    length, with the phase's "engine_kwargs" over the child's. Runs after the main engines, its
+    markers in ``marker_dir``."""
     t0 = time.monotonic()
     model = _model_path(spec["model"])
-    prompts = _retrieval_prompts(model, spec)
-    ids = [p for p, _ in prompts]
-    new = spec["span_len"] - spec["prefix"]  # the rest of the span: the answer
+    pairs = _retrieval_requests(model, spec)
+    requests = [r for r, _ in pairs]
     out: dict = {"model": model, "generations": {}, "timings": {"model_s": time.monotonic() - t0},
-                 "prompts": [{"name": p["name"], "ids_len": len(i), "expected": want}
-                             for p, (i, want) in zip(spec["prompts"], prompts)]}
-    t0 = time.monotonic()
-    out["reference"] = _fp32_reference(model, [ids], new, top_k, device, attention="chunked")[0]
-    out["timings"]["reference_s"] = time.monotonic() - t0
+                 "prompts": [{"name": p["name"], "ids_len": len(r.ids), "expected": want, "logprob_start": r.logprob_start}
+                             for p, (r, want) in zip(spec["prompts"], pairs)]}
+    if spec.get("reference", True):
+        t0 = time.monotonic()
+        out["reference"] = fp32_reference(model, [requests], top_k, device, attention="chunked")[0]
+        out["timings"]["reference_s"] = time.monotonic() - t0
     _use_marker_dir(marker_dir)
+    kw = kw | spec.get("engine_kwargs", {})
     for backend in spec["backends"]:
-        generations, out["timings"][backend], _ = _serve(model, backend, [ids], new, top_k, device=device,
-                                                         dtype=dtype, kw=kw)
+        generations, out["timings"][backend], _ = serve(model, backend, [requests], top_k, device=device, dtype=dtype,
+                                                        kw=kw)
         out["generations"][backend] = generations[0]
     out["markers"] = _read_markers(marker_dir)
     return out
@@ -191,10 +139,10 @@ def _start_broken(spec_name: str) -> int:
     from tilegate.fixtures import tiny_llama
 
     # context 1024: the broken variants keep the random model's 2048 positions
-    kw: dict = ENGINE_DEFAULTS | {"context_length": 1024}
-    engine = _engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang", **kw)
+    kw: dict = CPU_ENGINE_DEFAULTS | {"context_length": 1024}
+    eng = engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang", **kw)
     print("TILEGATE: engine started", flush=True)
-    engine.shutdown()
+    eng.shutdown()
     return 0
 
 
@@ -222,7 +170,8 @@ def main(argv: list[str]) -> int:
     "backends": ["torch_native", "tilelang-reference", "tilelang-reference-planted-stale_kv"], "reference": true,
     "broken": {"head-dim-32": "TINY_LLAMA_HEAD_DIM_32"}, "device": "cpu", "dtype": "float32",
     "engine_kwargs": {...}, "long_context": {"model": "long-context", "prompts": [{"name": ..., "tokens": N,
-    "seed": S, "span_at": F}, ...], "span_len": L, "prefix": P, "backends": [...]}}. Each round is one
+    "seed": S, "span_at": F, "logprob_start": R}, ...], "span_len": L, "prefix": P, "backends": [...],
+    "reference": true, "engine_kwargs": {...}}}; a prompt is as _requests reads it. Each round is one
     batched generate call on the same engine, so a later round whose prompts extend an earlier
     one's reaches SGLang's radix cache: an extend over a cached prefix. "reference" adds the FP32
     transformers run of the same prompt ids (before the engines, so on a GPU it has the memory to
@@ -236,22 +185,22 @@ def main(argv: list[str]) -> int:
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(spec_path.read_text())
     marker_dir = Path(os.environ[proto.MARKER_DIR_ENV])
-    device, top_k, new = spec.get("device", "cpu"), spec.get("top_k", 5), spec["max_new_tokens"]
+    device, top_k = spec.get("device", "cpu"), spec.get("top_k", 5)
 
     t_run = t0 = time.monotonic()
     model = _model_path(spec.get("model", "tiny"))
-    ids = _prompt_ids(model, spec["rounds"])
-    result: dict = {"pid": os.getpid(), "model": model, "prompt_ids_len": [[len(p) for p in r] for r in ids],
-              "generations": {}, "errors": {}, "timings": {"model_s": time.monotonic() - t0}}
+    rounds = _requests(model, spec["rounds"], spec["max_new_tokens"])
+    result: dict = {"pid": os.getpid(), "model": model, "prompt_ids_len": [[len(r.ids) for r in rs] for rs in rounds],
+                    "generations": {}, "errors": {}, "timings": {"model_s": time.monotonic() - t0}}
     if spec.get("reference"):
         t0 = time.monotonic()
-        result["reference"] = _fp32_reference(model, ids, new, top_k, device)
+        result["reference"] = fp32_reference(model, rounds, top_k, device)
         result["timings"]["reference_s"] = time.monotonic() - t0
-    kw = (ENGINE_DEFAULTS if device == "cpu" else {}) | spec.get("engine_kwargs", {})
+    kw = (CPU_ENGINE_DEFAULTS if device == "cpu" else {}) | spec.get("engine_kwargs", {})
     dtype = spec.get("dtype", "float32")
     for backend in spec.get("backends", []):
-        result["generations"][backend], result["timings"][backend], chosen = _serve(
-            model, backend, ids, new, top_k, device=device, dtype=dtype, kw=kw)
+        result["generations"][backend], result["timings"][backend], chosen = serve(
+            model, backend, rounds, top_k, device=device, dtype=dtype, kw=kw)
         if backend == "default":
             result["default_backend"] = chosen
     # after the good engines, not alongside: on 2 cores two SGLang start-ups only slow each other
@@ -266,7 +215,7 @@ def main(argv: list[str]) -> int:
     if "bench" in spec:  # tilegate.harness.sglang_bench: the serving benchmark, alone on the device
         from tilegate.harness import sglang_bench
 
-        result["bench"] = sglang_bench.run(model, spec["bench"], lambda backend, **extra: _engine(
+        result["bench"] = sglang_bench.run(model, spec["bench"], lambda backend, **extra: engine(
             model, backend, device=device, dtype=dtype, **(kw | extra)))
     result["timings"]["total_s"] = time.monotonic() - t_run
     out_path.write_text(json.dumps(result, indent=1))

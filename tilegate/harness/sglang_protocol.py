@@ -28,6 +28,7 @@ HARNESS_PLUGIN = "tilelang-harness"
 
 VENV = Path(os.environ.get("TILEGATE_SGLANG_VENV", REPO_ROOT / ".venv-sglang"))
 INSTALL_HINT = "run scripts/install-sglang-cpu.sh"
+PRODUCTION_PLUGIN = "tilelang"  # tilegate.serving.sglang_plugin: the harness plugin registers it, observed
 
 
 def venv_python() -> Path:
@@ -42,15 +43,39 @@ def missing_reason() -> str | None:
     return None
 
 
+def gpu_missing_reason(python: str, on_mi300x: bool) -> str | None:
+    """For the GPU tier, which serves from the gate's own python: one line when that python has no
+    SGLang, else None. On the MI300X runner SGLang's ROCm build is part of the runner (its
+    container), so there a missing SGLang is no reason to skip: the tests fail and say so."""
+    import importlib.util
+
+    if on_mi300x or importlib.util.find_spec("sglang") is not None:
+        return None
+    return (f"no SGLang GPU build importable from {python}: install SGLang's CUDA/ROCm build "
+            "(on the H200 here: ../shared/device/sglang-h200)")
+
+
+def gpu_plugins(configured: str | None) -> str:
+    """SGLANG_PLUGINS for a GPU child: the caller's allow-list (an environment such as the H200's
+    kit adds plugins of its own), with the production plugin swapped for the harness plugin, which
+    registers it observed; loaded after it, the production plugin would replace the observed one."""
+    names = [n for n in (configured or "").split(",") if n and n not in (PRODUCTION_PLUGIN, HARNESS_PLUGIN)]
+    return ",".join([HARNESS_PLUGIN, *names])
+
+
 def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
-    """The child's environment: SGLang's CPU engine (this machine) or its GPU engine (the MI300X
-    runner), with the instrumented plugin as the only plugin SGLang loads."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILEGATE_SGLANG_", "SGLANG_"))}
+    """The child's environment, with the instrumented plugin loaded in place of the production one.
+    CPU (.venv-sglang): SGLang's CPU engine, nothing of the caller's SGLANG_* or PYTHONPATH. GPU
+    (the gate's own python): the caller's SGLANG_* and PYTHONPATH pass through, since that is how
+    an SGLang GPU environment is set up (the MI300X container, the H200's kit)."""
+    keep_sglang = not cpu
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TILEGATE_SGLANG_") and (keep_sglang or not k.startswith("SGLANG_"))}
     env |= {
         "HF_HUB_OFFLINE": "1",  # never the hub: the model is built locally or is a local checkpoint
         "TRANSFORMERS_OFFLINE": "1",
         MARKER_DIR_ENV: str(marker_dir),
-        "SGLANG_PLUGINS": HARNESS_PLUGIN,
+        "SGLANG_PLUGINS": HARNESS_PLUGIN if cpu else gpu_plugins(os.environ.get("SGLANG_PLUGINS")),
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }

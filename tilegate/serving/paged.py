@@ -4,7 +4,9 @@ Arguments are SGLang's own tensors (see references/paged.py for the contract):
   q [tokens, q_heads, head_dim]; k_pool, v_pool [pool_tokens, kv_heads, head_dim];
   req_to_token [max_reqs, max_context]; req_pool_indices, seq_lens (, extend_lens) [batch].
 Index tensors may be int64 (SGLang's) and are narrowed to the kernels' int32 after a range
-check. Nothing is padded, truncated or cast silently: a mismatch raises ValueError.
+check. q may be a strided view (SGLang's split of its fused qkv): it is copied to the dense layout
+once; the pools must be dense. Nothing is padded, truncated or cast silently: a mismatch raises
+ValueError.
 
 The checks that need values (ranges, lengths) run once per batch in ``prepare_extend`` /
 ``prepare_decode`` (tilegate/serving/batch_indices.py, torch only), with one read back to the
@@ -33,16 +35,23 @@ def _shape(q, k_pool, v_pool) -> AttentionShape:
     dtype = dtype_name(q.dtype)
     if dtype is None or k_pool.dtype != q.dtype or v_pool.dtype != q.dtype:
         raise ValueError(f"q {q.dtype}, k_pool {k_pool.dtype}, v_pool {v_pool.dtype}: need one of fp16/bf16 for all")
-    for name, t in (("q", q), ("k_pool", k_pool), ("v_pool", v_pool)):
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous")
+    for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
+        if not t.is_contiguous():  # a copy here would be the whole pool, per layer and batch
+            raise ValueError(f"{name} must be contiguous (SGLang's token pools are)")
     return AttentionShape(q.shape[1], k_pool.shape[1], q.shape[2], True, dtype)  # ShapeError on bad heads/dims
+
+
+def _dense(q: torch.Tensor) -> torch.Tensor:
+    """q in the kernels' dense [tokens, heads, head_dim] layout. SGLang hands a view of its fused
+    qkv projection (RoPE applied in place), whose rows are (q_heads + 2 kv_heads) * head_dim apart:
+    one copy of the batch's queries, a few microseconds against the attention itself (README)."""
+    return q if q.is_contiguous() else q.contiguous()
 
 
 def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
     """Paged extend over a prepared batch: no value is read back to the host. ``defect`` plants
     one of the extend kernel's EXTEND_DEFECTS (sensitivity tests only)."""
-    shape = _shape(q, k_pool, v_pool)
+    shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if meta.extend_lens is None:
         raise ValueError("extend_batch needs a batch from prepare_extend")
     if q.shape[0] != meta.tokens:
@@ -57,7 +66,7 @@ def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, de
 def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
     """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
     ``defect`` plants one of the combine step's COMBINE_DEFECTS (sensitivity tests only)."""
-    shape = _shape(q, k_pool, v_pool)
+    shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
     cfg = cfg or default_config(local_target(), shape.head_dim, DECODE_TABLES)

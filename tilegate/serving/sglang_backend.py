@@ -79,9 +79,12 @@ class TileLangAttnBackend(AttentionBackend):
         self.forward_metadata = (forward_batch, _prepare(self.req_to_token_pool.req_to_token, forward_batch))
 
     # ---- CUDA/HIP graphs (SGLang captures decode steps by default) ----------------------
+    # SGLang 0.5.23's contract (AttentionBackend's docstring): init_cuda_graph_state once, then
+    # init_forward_metadata_out_graph(batch, in_capture) before each capture and each replay,
+    # outside the graph; the batch then carries the graph runner's padded static buffers.
 
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int, kv_indices_buf=None):
-        """Static index buffers the captured kernels read; replays refill them in place."""
+        """Static index buffers the captured kernels read; each replay refills them in place."""
         self.graph_req_pool_indices = torch.zeros(max_bs, dtype=torch.int32, device=self.device)
         self.graph_seq_lens = torch.full((max_bs,), self.get_cuda_graph_seq_len_fill_value(),
                                          dtype=torch.int32, device=self.device)
@@ -89,24 +92,20 @@ class TileLangAttnBackend(AttentionBackend):
     def get_cuda_graph_seq_len_fill_value(self):
         return 1  # padded requests of a graph batch: one key each, a length the kernels accept
 
-    def init_forward_metadata_capture_cuda_graph(self, bs, num_tokens, req_pool_indices, seq_lens,
-                                                 encoder_lens, forward_mode, spec_info, *args, **kwargs):
-        _check_graph_mode(forward_mode, encoder_lens, spec_info)
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture: bool = False):
+        """Before a capture: point the captured kernels at the static buffers. Before a replay:
+        check the new batch (one host read), then refill those buffers with it."""
+        fb = forward_batch
+        _check_graph_mode(fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None))
+        bs = fb.batch_size
+        req_pool_indices, seq_lens = fb.req_pool_indices[:bs], fb.seq_lens[:bs]
+        if not in_capture:  # at capture the buffers hold fill values, not a batch
+            from tilegate.serving.batch_indices import prepare_decode
+
+            prepare_decode(self.req_to_token_pool.req_to_token, req_pool_indices, seq_lens, self.device)
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
         self.graph_seq_lens[:bs].copy_(seq_lens)
-        self.forward_metadata = (None, self._graph_batch(bs))  # any decode batch of this capture
-
-    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens, seq_lens_sum,
-                                                encoder_lens, forward_mode, spec_info, seq_lens_cpu=None,
-                                                *args, **kwargs):
-        """Checks the new batch (one host read), then refills the captured kernels' inputs."""
-        _check_graph_mode(forward_mode, encoder_lens, spec_info)
-        from tilegate.serving.batch_indices import prepare_decode
-
-        prepare_decode(self.req_to_token_pool.req_to_token, req_pool_indices[:bs], seq_lens[:bs], self.device)
-        self.graph_req_pool_indices[:bs].copy_(req_pool_indices[:bs])
-        self.graph_seq_lens[:bs].copy_(seq_lens[:bs])
-        self.forward_metadata = (None, self._graph_batch(bs))
+        self.forward_metadata = (None, self._graph_batch(bs))  # any decode batch of this graph
 
     def _graph_batch(self, bs: int):
         from tilegate.serving.batch_indices import BatchIndices

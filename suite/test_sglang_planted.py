@@ -1,0 +1,48 @@
+"""The harness's planted kernel bugs (tilegate.harness.sglang_instrumented.PlantedKernelOps), on the
+CPU: each hands the production paged entry points exactly its one change, and nothing else. The GPU
+tier (suite/test_sglang_gpu.py) proves each one fails the judgement through SGLang's engine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilegate.harness import sglang_instrumented
+from tilegate.harness.sglang_instrumented import KERNEL_BUGS, PlantedKernelOps
+from tilegate.serving import paged, sglang_backend
+from tilegate.serving.batch_indices import BatchIndices
+
+EXPECTED = {  # bug -> (extend call, decode call): (scale factor, defect, decode seq_lens shift)
+    "stale_kv": ((1.0, None, 0), (1.0, None, 1)),
+    "scale10": ((1.1, None, 0), (1.1, None, 0)),
+    "prefix_off_by_one": ((1.0, "prefix_off_by_one", 0), (1.0, None, 0)),
+    "drop_smallest_split": ((1.0, None, 0), (1.0, "drop_smallest_split", 0)),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(KERNEL_BUGS))
+def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
+    calls = []
+
+    def recorder(kind):
+        def call(meta, q, k_pool, v_pool, scale=None, cfg=None, defect=None):
+            calls.append((kind, scale, defect, meta.seq_lens.tolist()))
+        return call
+
+    monkeypatch.setattr(sglang_backend, "local_target", lambda: "sm90")
+    monkeypatch.setattr(paged, "extend_batch", recorder("extend"))
+    monkeypatch.setattr(paged, "decode_batch", recorder("decode"))
+    ops = PlantedKernelOps(bug)
+    assert ops.name == "kernel"
+    lens = torch.tensor([5, 9])
+    meta = BatchIndices(torch.zeros(2, 16, dtype=torch.int32), torch.tensor([0, 1]), lens, tokens=2)
+    ops.extend(meta, None, None, None, 0.5)
+    ops.decode(meta, None, None, None, 0.5)
+    (e_scale, e_defect, _), (d_scale, d_defect, shift) = EXPECTED[bug]
+    assert calls == [("extend", 0.5 * e_scale, e_defect, [5, 9]), ("decode", 0.5 * d_scale, d_defect, [5 - shift, 9 - shift])]
+
+
+def test_every_kernel_bug_is_planted_under_its_own_backend_name():
+    assert set(EXPECTED) == set(KERNEL_BUGS)
+    names = {sglang_instrumented.kernel_planted_name(b) for b in KERNEL_BUGS}
+    assert len(names) == len(KERNEL_BUGS) and all(n.startswith("tilelang-planted-") for n in names)
