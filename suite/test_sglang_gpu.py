@@ -48,10 +48,15 @@ def _set_params(sets):
     return [pytest.param(s, id=s.name, marks=pytest.mark.xdist_group(f"sglang-gpu-{s.name}")) for s in sets]
 
 
+def _planted_set(bug: str):
+    return plan.planted_set(SETS.values(), PLANTED[bug])
+
+
 @pytest.fixture(scope="session")
-def runs() -> dict[str, EngineRun]:
-    """Every engine set's child and the reference's, all started at the first test that asks, so
-    that their engine start-ups overlap on the GPU; each test waits only for the ones it reads."""
+def runs(request) -> dict[str, EngineRun]:
+    """The child of every engine set the selected tests read, and the reference's, all started at
+    the first test that asks, so that their engine start-ups overlap on the GPU; each test waits
+    only for the ones it reads."""
     from filelock import FileLock
 
     from tilegate.fixtures.long_context_llama import ensure_long_context_llama
@@ -61,8 +66,10 @@ def runs() -> dict[str, EngineRun]:
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / "models.lock")):  # trained once, here, not by every child at once
         ensure_trained_tiny_llama(), ensure_long_context_llama()
+    wanted = plan.wanted_sets([getattr(getattr(i, "callspec", None), "params", {}) for i in request.session.items],
+                              SETS.values(), PLANTED)
     out = {name: EngineRun(root / name, plan.child_spec(s), python=Path(sys.executable), cpu=False)
-           for name, s in SETS.items()}
+           for name, s in SETS.items() if name in wanted}
     out["reference"] = EngineRun(root / "reference", plan.child_spec(None), python=Path(sys.executable), cpu=False)
     for run in out.values():
         run.start()
@@ -157,8 +164,7 @@ def test_the_kernels_served_every_forward(engines, runs):
 def test_planted_kernel_bug_fails_the_judgement(bug, runs, reference, artifacts_dir):
     """Self-test: the production kernels with ``bug`` planted, through SGLang's engine, must fail
     the judgement above on the tiny model or at long context (against the fp16 eager set's peer)."""
-    planted_set = next(s for s in SETS.values() if s.planted and PLANTED[bug] in s.backends)
-    got = dict(runs[planted_set.name].result(RESULT_TIMEOUT_S))
+    got = dict(runs[_planted_set(bug).name].result(RESULT_TIMEOUT_S))
     peer = runs[plan.PLANTED_PEER_SET].result(RESULT_TIMEOUT_S)
     got["generations"] = got["generations"] | {PEER: peer["generations"][PEER]}
     got["long_context"] = got["long_context"] | {"generations": got["long_context"]["generations"] | {

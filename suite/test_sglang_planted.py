@@ -46,3 +46,15 @@ def test_every_kernel_bug_is_planted_under_its_own_backend_name():
     assert set(EXPECTED) == set(KERNEL_BUGS)
     names = {sglang_instrumented.kernel_planted_name(b) for b in KERNEL_BUGS}
     assert len(names) == len(KERNEL_BUGS) and all(n.startswith("tilelang-planted-") for n in names)
+
+
+def test_a_selection_starts_only_the_engine_sets_it_reads():
+    """A shard or a -k selection of the GPU tier starts the children its tests read: the reference
+    always, a planted bug's set with the set whose peer judges it, nothing else."""
+    from tilegate.fixtures import sglang_gpu_plan as plan
+
+    names = {b: sglang_instrumented.kernel_planted_name(b) for b in KERNEL_BUGS}
+    sets = {s.name: s for s in plan.engine_sets("triton", names)}
+    params = [{"engines": sets["bfloat16-graphs"]}, {"bug": "drop_smallest_split"}, {}]
+    assert plan.wanted_sets(params, sets.values(), names) == {
+        "reference", "bfloat16-graphs", "float16-eager", "planted-prefix_off_by_one-drop_smallest_split"}

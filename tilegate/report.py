@@ -86,7 +86,8 @@ def isa_summary_lines(artifacts: Path) -> list[str]:
 def clear_run_artifacts(artifacts: Path) -> None:
     """Records from an earlier run must not reach this run's summary. A gate run of several
     pytest commands (tox -e rocm) clears once, at its first: the later ones pass --keep-artifacts."""
-    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR, PERF_DIR, SANITIZE_DIR, COUNTERS_DIR):
+    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR, PERF_DIR, SANITIZE_DIR, COUNTERS_DIR,
+                   JUNIT_DIR):
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 
@@ -94,6 +95,7 @@ def clear_run_artifacts(artifacts: Path) -> None:
 
 NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR = "numerics", "memory", "drift"
 PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
+JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
 
 
 def _write_json(artifacts: Path, folder: str, name: str, data: dict) -> None:

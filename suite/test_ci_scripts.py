@@ -1,0 +1,99 @@
+"""The MI300X job's own scripts, run here as the workflow runs them: the GPU-idle check, the pinned
+container's refusal of an unpinned image, and the per-trust-level compile caches."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from tilegate.paths import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+
+
+def _run(*cmd, env=None, cwd=None):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=60, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+def test_gpu_idle_passes_an_idle_gpu_and_names_every_process_holding_one(tmp_path):
+    kfd = tmp_path / "proc"
+    kfd.mkdir()
+    assert _run(sys.executable, SCRIPTS / "gpu_idle.py", "--kfd-proc", kfd).returncode == 0
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (kfd / str(holder.pid)).mkdir()
+        out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--when", "after", "--kfd-proc", kfd)
+    finally:
+        holder.kill()
+    assert out.returncode == 1 and f"pid {holder.pid}: {sys.executable} -c" in out.stderr and "after the gate" in out.stderr
+
+
+def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
+    out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--kfd-proc", tmp_path / "absent")
+    assert out.returncode == 1 and "no ROCm (amdgpu/KFD) driver" in out.stderr
+
+
+def _container_script_with_pin(tmp_path, pin: str):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / ".github").mkdir()
+    shutil.copy(SCRIPTS / "mi300x-container.sh", tmp_path / "scripts")
+    (tmp_path / ".github" / "mi300x-image").write_text(f"# comment\n{pin}\n")
+    return tmp_path / "scripts" / "mi300x-container.sh"
+
+
+def test_the_container_refuses_an_image_not_pinned_by_digest(tmp_path):
+    script = _container_script_with_pin(tmp_path, "lmsysorg/sglang:v0.5.23-rocm700-mi30x")
+    out = _run("bash", script, tmp_path, tmp_path / "cache", "--", "true")
+    assert out.returncode == 1 and "holds no image pinned by digest" in out.stderr
+    committed = _run("bash", SCRIPTS / "mi300x-container.sh", tmp_path, tmp_path / "cache", "--", "true")
+    pinned = "@sha256:" in (REPO_ROOT / ".github" / "mi300x-image").read_text()
+    assert pinned or "holds no image pinned by digest" in committed.stderr  # the committed pin file, as it is
+
+
+def test_a_pinned_image_reaches_docker_with_the_gpus_and_nothing_else_of_the_host(tmp_path):
+    script = _container_script_with_pin(tmp_path, "rocm/dev-ubuntu-22.04@sha256:" + "0" * 64)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$DOCKER_ARGS"\n')  # records the call only
+    (bin_dir / "docker").chmod(0o755)
+    args = tmp_path / "docker-args"
+    out = _run("bash", script, tmp_path, tmp_path / "cache", "--", "tox", "-e", "rocm",
+               env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_ARGS": str(args)})
+    assert out.returncode == 0, out.stderr
+    call = args.read_text().splitlines()
+    assert call[:2] == ["run", "--rm"] and call[-4:] == ["rocm/dev-ubuntu-22.04@sha256:" + "0" * 64, "tox", "-e", "rocm"]
+    assert {"--device=/dev/kfd", "--device=/dev/dri"} <= set(call)
+    mounts = [call[i + 1] for i, a in enumerate(call) if a == "-v"]
+    assert mounts == [f"{tmp_path}:/gate", f"{tmp_path / 'cache'}:/cache"], mounts
+
+
+def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_RUN_ID": "42"}
+    main = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "main", env=env).stdout.strip()
+    (tmp_path / "home/.cache/tilegate/main/entry").write_text("built on main")
+    pr = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "pr", env=env).stdout.strip()
+    assert main != pr and (tmp_path / pr / "entry").read_text() == "built on main"
+    (tmp_path / pr / "entry").write_text("written by a pull request")
+    (tmp_path / pr / "planted").write_text("a poisoned code object")
+    assert (tmp_path / main / "entry").read_text() == "built on main" and not (tmp_path / main / "planted").exists()
+    assert _run("bash", SCRIPTS / "mi300x-cache.sh", "cleanup", "pr", env=env).returncode == 0
+    assert not (tmp_path / pr).exists() and (tmp_path / main).is_dir()
+
+
+def test_the_shards_of_a_split_run_share_out_every_test_once():
+    """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
+    def shard(group: int) -> set[str]:
+        out = _run(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                   "--splits", "2", "--group", group, "--durations-path", REPO_ROOT / ".test_durations",
+                   "suite/test_sglang_gpu.py", "suite/test_cuda_graph.py", cwd=REPO_ROOT)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return {ln for ln in out.stdout.splitlines() if "::" in ln}
+
+    first, second = shard(1), shard(2)
+    everything = _run(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                      "suite/test_sglang_gpu.py", "suite/test_cuda_graph.py", cwd=REPO_ROOT).stdout
+    assert first and second and not first & second
+    assert first | second == {ln for ln in everything.splitlines() if "::" in ln}
