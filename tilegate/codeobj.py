@@ -1,7 +1,8 @@
 """Building gfx942 code objects (hsaco) and reading them back, with a disk cache.
 
 The cache key is the HIP source plus the toolchain identity (compiler version, HIP
-headers, flags): change any of them and the object is rebuilt.
+headers, flags) and the inner-loop rule (tilegate.inner_loop.LOOP_RULE): change any of them and
+the object is rebuilt.
 
 An entry is the folder ``hsaco/<key>/``: the code object, its listing, notes and ELF header,
 llvm-mca's report on its inner loop, plus ``manifest.json`` (size and sha256 of each). It is
@@ -24,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilegate.inner_loop import inner_loop_report
+from tilegate.inner_loop import LOOP_RULE, inner_loop_report
 from tilegate.pch import discard, precompiled_header
 from tilegate.toolchain import Toolchain
 
@@ -165,7 +166,7 @@ def _install(staging: Path, entry: Path) -> None:
 
 
 def build_code_object(source: str, toolchain: Toolchain, cache_dir: Path) -> CodeObject:
-    key = hashlib.sha256(f"{CACHE_FORMAT}\0{toolchain.identity}\0{source}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{CACHE_FORMAT}\0{LOOP_RULE}\0{toolchain.identity}\0{source}".encode()).hexdigest()[:24]
     entry = cache_dir / "hsaco" / key
     hsaco, listing, notes, header, mca = (entry / name for name in ENTRY_FILES)
     obj = CodeObject(hsaco, listing, notes, header, mca, toolchain)

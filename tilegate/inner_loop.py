@@ -1,8 +1,10 @@
 """A static cycle estimate of a gfx942 kernel's inner loop, from its disassembly and llvm-mca.
 
-The inner loop is the one closed by a backward branch that holds the most MFMA instructions:
-the key-block loop of every attention kernel here (a kernel without MFMA, the decode combine,
-takes its longest loop). llvm-mca runs its straight-line body with LLVM's gfx942 scheduling
+The inner loop is the one closed by a backward branch that holds the most MFMA instructions of
+its own (not inside a loop nested in it), the smallest such loop on a tie: the key-block loop of
+every attention kernel, also where a persistent kernel wraps it in a loop over query blocks (that
+loop holds the same MFMAs, and more instructions). A kernel without MFMA, the decode combine,
+takes its longest loop. llvm-mca runs its straight-line body with LLVM's gfx942 scheduling
 model (MFMA latencies included; DESIGN.md) and gives cycles per iteration. It models no
 memory latency and no other waves: a proxy that moves when the loop's instruction mix does,
 not a prediction of time.
@@ -16,8 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # "\ts_cbranch_scc1 -42   // 000000001B10: BF85FFD6 <kernel+0x158>": text, address, branch target
-_LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(?:<[^+>]+\+0x([0-9a-fA-F]+)>)?\s*$")
+# (a branch to the kernel's first instruction reads <kernel>)
+_LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(<[^+>]+(?:\+0x([0-9a-fA-F]+))?>)?\s*$")
 MCA_ITERATIONS = 100
+# Part of the code-object cache key (tilegate/codeobj.py): a cached entry holds the report on the
+# loop this rule chose. 2: a loop's own MFMAs, the tightest loop on a tie (was: all MFMAs, longest).
+LOOP_RULE = "2"
 
 
 NO_LOOP = "no inner loop: the kernel has no backward branch\n"
@@ -38,28 +44,47 @@ def parse_listing(listing: str) -> list[Instruction]:
             continue
         address = int(m.group(2), 16)
         base = address if base is None else base  # the kernel's first instruction is its offset 0
-        target = base + int(m.group(3), 16) if m.group(3) else None
+        target = None if m.group(3) is None else base + int(m.group(4) or "0", 16)  # <kernel>: its first instruction
         out.append(Instruction(address, m.group(1), target))
     return out
+
+
+def loops(code: list[Instruction]) -> list[tuple[int, int]]:
+    """(first, last address) of every loop: a branch back to an earlier address."""
+    return [(i.target, i.address) for i in code
+            if i.target is not None and i.target <= i.address and i.text.startswith(("s_branch", "s_cbranch"))]
+
+
+def _inside(address: int, spans: list[tuple[int, int]]) -> bool:
+    return any(first <= address <= last for first, last in spans)
 
 
 def inner_loop(listing: str) -> list[str] | None:
     """The body (branches left out: llvm-mca models straight-line code) of the kernel's inner
     loop; None for a kernel without a loop."""
     code = parse_listing(listing)
-    loops = [(i.target, i.address) for i in code
-             if i.target is not None and i.target <= i.address and i.text.startswith(("s_branch", "s_cbranch"))]
-    if not loops:
+    spans = loops(code)
+    if not spans:
         return None
 
     def body(loop):
-        return [i.text for i in code if loop[0] <= i.address <= loop[1]]
+        return [i for i in code if loop[0] <= i.address <= loop[1]]
 
     def weight(loop):
-        text = body(loop)
-        return sum(t.startswith("v_mfma") for t in text), len(text)
+        nested = [m for m in spans if m != loop and loop[0] <= m[0] and m[1] <= loop[1]]
+        own = sum(1 for i in body(loop) if i.text.startswith("v_mfma") and not _inside(i.address, nested))
+        size = len(body(loop))
+        return own, (size if own == 0 else -size)  # MFMA work: its tightest loop; none: the longest
 
-    return [t for t in body(max(loops, key=weight)) if not t.startswith(("s_branch", "s_cbranch"))]
+    return [i.text for i in body(max(spans, key=weight)) if not i.text.startswith(("s_branch", "s_cbranch"))]
+
+
+def loop_mnemonics(listing: str) -> list[str]:
+    """The mnemonics of the instructions inside any loop (all of them for a kernel without one):
+    where an accumulation across key blocks happens, not a prologue or an epilogue."""
+    code = parse_listing(listing)
+    spans = loops(code)
+    return [i.text.split()[0] for i in code if not spans or _inside(i.address, spans)]
 
 
 def mca_report(mca: Path, loop: list[str]) -> str:

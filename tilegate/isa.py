@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from tilegate.codeobj import CodeObject
-from tilegate.inner_loop import cycles_per_iteration
+from tilegate.inner_loop import cycles_per_iteration, loop_mnemonics
 
 WAVE = 64
 SIMDS_PER_CU = 4
@@ -92,6 +92,8 @@ class IsaReport:
     compiler: str
     inner_loop_cycles: float | None  # llvm-mca, per iteration (tilegate/inner_loop.py)
     instructions: Counter = field(repr=False)
+    # inside any loop (all of them without one): tilegate.inner_loop.loop_mnemonics
+    loop_instructions: Counter = field(default_factory=Counter, repr=False)
 
     @property
     def lds_bytes(self) -> int:
@@ -162,4 +164,5 @@ def read_code_object(obj: CodeObject, dynamic_lds_bytes: int, threads: int) -> I
         compiler=obj.toolchain.version,
         inner_loop_cycles=cycles_per_iteration(obj.inner_loop_mca.read_text()),
         instructions=Counter(_INSTR.findall(body)),
+        loop_instructions=Counter(loop_mnemonics(body)),
     )
