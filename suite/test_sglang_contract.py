@@ -30,9 +30,9 @@ print(json.dumps({"ours": sorted(ours), "undeclared": sorted(ours - theirs)}))
 """
 
 
-def test_every_backend_hook_is_declared_by_sglang():
+def test_every_backend_hook_is_declared_by_sglang(tmp_path):
     out = subprocess.run([str(proto.venv_python()), "-c", PROBE], capture_output=True, text=True, timeout=300,
-                         env=proto.child_env(proto.VENV, cpu=True))
+                         env=proto.child_env(tmp_path, cpu=True))
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert {"init_forward_metadata", "init_forward_metadata_out_graph", "forward_extend", "forward_decode"} <= set(found["ours"])

@@ -172,10 +172,10 @@ def test_planted_kernel_bug_fails_the_judgement(bug, runs, reference, artifacts_
     assert served(got["markers"], PLANTED[bug]).mode == "kernel"
     tiny = tiny_records(reference, got, PLANTED[bug], PEER)
     long = long_records(reference, got, PLANTED[bug], PEER)
-    problems = bound_problems(tiny, pooled=True) + bound_problems(long, pooled=False)
-    _report(artifacts_dir, f"sglang-gpu-planted-{bug}-tiny", tiny, bound_problems(tiny, pooled=True))
-    _report(artifacts_dir, f"sglang-gpu-planted-{bug}-long-context", long, bound_problems(long, pooled=False))
-    assert problems, f"planted {bug} passed the SGLang judgement on every prompt"
+    tiny_problems, long_problems = bound_problems(tiny, pooled=True), bound_problems(long, pooled=False)
+    _report(artifacts_dir, f"sglang-gpu-planted-{bug}-tiny", tiny, tiny_problems)
+    _report(artifacts_dir, f"sglang-gpu-planted-{bug}-long-context", long, long_problems)
+    assert tiny_problems or long_problems, f"planted {bug} passed the SGLang judgement on every prompt"
 
 
 @pytest.mark.llama3
