@@ -28,7 +28,7 @@ class GreedyRun:
     @classmethod
     def from_record(cls, record: dict) -> GreedyRun:
         """From a JSON record {"tokens": [...], "top": [[[token, logprob], ...] per step]}
-        (what tilegate.harness.sglang_child writes, for SGLang's engines and for the FP32 reference)."""
+        (what tilegate.harness.sglang.child writes, for SGLang's engines and for the FP32 reference)."""
         return cls(tuple(record["tokens"]), tuple({int(t): float(lp) for t, lp in step} for step in record["top"]))
 
 

@@ -18,9 +18,9 @@ else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 # Every kernel the selected tests declare (their builds mark) is compiled before the first test, one
-# process per CPU (tilegate/harness/precompile.py); the tests of one kernel form one xdist group.
+# process per CPU (tilegate/testing/precompile.py); the tests of one kernel form one xdist group.
 # -n auto: TILEGATE_WORKERS_PER_GPU (default 8) workers on each visible GPU, each worker pinned to
-# one (tilegate/gpu_workers.py); TILEGATE_WORKERS overrides the total.
+# one (tilegate/testing/gpu_workers.py); TILEGATE_WORKERS overrides the total.
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-m "numerics or drift")
 exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-auto}" --dist loadgroup --require-gpu "${args[@]}"

@@ -11,8 +11,8 @@
 #   time and never calls them for a dense Llama, so when no real sgl_kernel imports, an
 #   import-only stand-in (scripts/sgl_kernel_stub, raises on any call, refuses to import where
 #   a GPU is present) goes into this venv only.
-# - this checkout, editable and --no-deps, so SGLang's plugin loader sees the entry point
-#   sglang.srt.plugins -> tilelang (pyproject.toml).
+# - this checkout, editable and --no-deps, so SGLang's plugin loader sees the entry points
+#   sglang.srt.plugins -> tilelang (pyproject.toml) and tilelang-harness (testing/pyproject.toml).
 # Safe to run again: a venv whose sglang already imports is only refreshed for this checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,11 +45,11 @@ fi
 if ! "$py" -c "import sgl_kernel" 2>/dev/null; then
     pip_install --no-deps ./scripts/sgl_kernel_stub
 fi
-pip_install --no-deps -e .
+pip_install --no-deps -e . -e ./testing
 "$py" - <<'PY'
 from importlib.metadata import entry_points
 import sglang, torch
 names = [ep.value for ep in entry_points(group="sglang.srt.plugins")]
-assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang_instrumented:register"} <= set(names), names
+assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang.plugin:register"} <= set(names), names
 print(f"SGLang {sglang.__version__} (torch {torch.__version__}) ready; sglang.srt.plugins: {names}")
 PY

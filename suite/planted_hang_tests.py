@@ -5,40 +5,57 @@ on a GPU with a kernel that never ends, on any machine with a test blocked in C 
 import time
 
 import pytest
-import torch
 
-from tilegate.kernels.configs import default_config
-from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.problem import AttentionShape
-from tilegate.platform import local_target
-from tilegate.runtime import compiled, flash_attention
 
+# torch and the kernels (TileLang) are imported inside the GPU tests: the CPU run of this module
+# starts three workers (two, and the one that replaces the crashed), and none of them needs them
 SHAPE = AttentionShape(8, 8, 64, True, "float16")
 HANG_DEADLINE_S = 10  # a healthy call of this size takes milliseconds
 
 
+def _config():
+    from tilegate.kernels.configs import default_config
+    from tilegate.platform import local_target
+
+    return default_config(local_target(), 64)
+
+
 def _qkv():
+    import torch
+
     return [torch.randn(1, 64, 8, 64, device="cuda", dtype=torch.float16) for _ in range(3)]
 
 
 @pytest.mark.gpu
 @pytest.mark.xdist_group("planted-hang")
 def test_compile_the_planted_hang():  # first, on the same worker: compiling is not the hang
-    assert compiled(flash_fwd, SHAPE, default_config(local_target(), 64), defect="hang") is not None
+    from tilegate.kernels.flash_fwd import flash_fwd
+    from tilegate.runtime import compiled
+
+    assert compiled(flash_fwd, SHAPE, _config(), defect="hang") is not None
 
 
 @pytest.mark.gpu
 @pytest.mark.xdist_group("planted-hang")
 @pytest.mark.deadline(HANG_DEADLINE_S)
 def test_planted_hang():
-    flash_attention(SHAPE, default_config(local_target(), 64), *_qkv(), defect="hang")
+    import torch
+
+    from tilegate.runtime import flash_attention
+
+    flash_attention(SHAPE, _config(), *_qkv(), defect="hang")
     torch.cuda.synchronize()
 
 
 @pytest.mark.gpu
 @pytest.mark.xdist_group("healthy")
 def test_a_healthy_call_after_the_hang():
-    out = flash_attention(SHAPE, default_config(local_target(), 64), *_qkv())
+    import torch
+
+    from tilegate.runtime import flash_attention
+
+    out = flash_attention(SHAPE, _config(), *_qkv())
     assert torch.isfinite(out).all()
 
 

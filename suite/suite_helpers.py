@@ -2,7 +2,7 @@
 numerics judge, and the fake SGLang model runner, pools, layers and batches.
 
 GPU cases are parametrized over every target's config table without touching the device:
-each param carries ``config_target(<target>)`` and conftest.py skips it at run time unless the
+each param carries ``config_target(<target>)`` and the plugin (tilegate/testing/skips.py) skips it at run time unless the
 local GPU uses that table. Each (shape, config) pair is one compiled kernel; tests that share
 one are put in the same xdist group (--dist loadgroup), so each kernel compiles once per run.
 """
@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tilegate.harness.precompile import kind_builds
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
@@ -23,6 +22,7 @@ from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
 from tilegate.report import record_numerics
 from tilegate.runtime import flash_attention
+from tilegate.testing.precompile import kind_builds
 
 DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
 
@@ -35,7 +35,7 @@ def build_params(cases) -> list:
 
 def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd"):
     """pytest params: every case x every config of every target for its head_dim. ``kind`` is the
-    kernel family the test launches (tilegate.harness.precompile.kind_builds)."""
+    kernel family the test launches (tilegate.testing.precompile.kind_builds)."""
     params = []
     for target in tables:
         for case in cases:
@@ -50,7 +50,7 @@ def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd")
 
 def causal_builds(heads: int, kv_heads: int, head_dim: int, *kinds: str, **options):
     """The builds mark of a test that launches, in fp16 and bf16, causal, the local default config
-    of each kernel family in ``kinds`` (tilegate.harness.precompile.kind_builds)."""
+    of each kernel family in ``kinds`` (tilegate.testing.precompile.kind_builds)."""
     shapes = [AttentionShape(heads, kv_heads, head_dim, True, dtype) for dtype in ("float16", "bfloat16")]
     return pytest.mark.builds(*(b for shape in shapes for kind in kinds for b in kind_builds(kind, shape, **options)))
 

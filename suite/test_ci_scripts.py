@@ -3,6 +3,7 @@ container's refusal of an unpinned image, and the per-trust-level compile caches
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -83,17 +84,39 @@ def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path)
     assert not (tmp_path / pr).exists() and (tmp_path / main).is_dir()
 
 
-def test_the_shards_of_a_split_run_share_out_every_test_once():
-    """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
-    def shard(group: int) -> set[str]:
-        out = _run(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
-                   "--splits", "2", "--group", group, "--durations-path", REPO_ROOT / ".test_durations",
-                   "suite/test_sglang_gpu.py", "suite/test_cuda_graph.py", cwd=REPO_ROOT)
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-        return {ln for ln in out.stdout.splitlines() if "::" in ln}
+# pytest-split's two groups and the whole, collected in one process (the three collections import
+# torch and TileLang once, not three times): each collection's selected node ids, as JSON
+_COLLECT_SHARDS = """
+import json, sys
+from pathlib import Path
 
-    first, second = shard(1), shard(2)
-    everything = _run(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
-                      "suite/test_sglang_gpu.py", "suite/test_cuda_graph.py", cwd=REPO_ROOT).stdout
+import pytest
+
+
+class Selected:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+
+def collect(*options):
+    selected = Selected()
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *options, *sys.argv[3:]],
+                       plugins=[selected])
+    assert code == 0, f"collection exited {code}"
+    return selected.ids
+
+
+split = ("--splits", "2", "--durations-path", sys.argv[2])
+Path(sys.argv[1]).write_text(json.dumps([collect(*split, "--group", "1"), collect(*split, "--group", "2"), collect()]))
+"""
+
+
+def test_the_shards_of_a_split_run_share_out_every_test_once(tmp_path):
+    """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
+    out = tmp_path / "shards.json"
+    proc = _run(sys.executable, "-c", _COLLECT_SHARDS, out, REPO_ROOT / ".test_durations",
+                "suite/test_sglang_gpu.py", "suite/test_cuda_graph.py", cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first, second, everything = (set(ids) for ids in json.loads(out.read_text()))
     assert first and second and not first & second
-    assert first | second == {ln for ln in everything.splitlines() if "::" in ln}
+    assert first | second == everything

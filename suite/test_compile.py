@@ -6,9 +6,9 @@ import pytest
 from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, shapes
-from tilegate.harness.precompile import EVERY, Build
 from tilegate.kernels.configs import TARGETS
 from tilegate.kernels.registry import KERNELS
+from tilegate.testing.precompile import EVERY, Build
 
 GFX942_CASES = cases("gfx942")
 
@@ -27,7 +27,7 @@ def test_lowers_for_gfx942(builder, case):
 
 def _local_gpu_params() -> list:
     """(kernel, head_dim) params, each declaring every config of the local table on every shape
-    class as its builds (compiled ahead of the run, tilegate/harness/precompile.py)."""
+    class as its builds (compiled ahead of the run, tilegate/testing/precompile.py)."""
     return [pytest.param(name, head_dim, id=f"{name}-d{head_dim}", marks=pytest.mark.builds(
                 *(Build(name, shape, EVERY) for shape in shapes(head_dim, KERNELS[name].causal_variants))))
             for name in sorted(KERNELS) for head_dim in (64, 128)]

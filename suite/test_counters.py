@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from tilegate.harness import counters
-from tilegate.harness.counters_child import FAMILIES
+from tilegate.harness.counters import driver as counters
+from tilegate.harness.counters import protocol
+from tilegate.harness.counters.child import FAMILIES
 from tilegate.report import COUNTERS_DIR
 
 pytestmark = pytest.mark.deadline(1200)
@@ -94,17 +95,19 @@ def test_regressions_are_named_and_noise_is_not():
     assert counters.regressions(decode, base) == []
     worse = counters.Launch("paged_decode_split", "n64w4s8",
                             {"ld_conflicts_per_request": 1.0, "occupancy_pct": 20.0, "dram_pct": 30.0})
-    assert len(counters.regressions(worse, base)) == 3
+    assert {r.figure for r in counters.regressions(worse, base)} == {"ld_conflicts_per_request", "occupancy_pct", "dram_pct"}
     prefill = counters.Launch("flash_fwd", "m64n64w4", {"ld_conflicts_per_request": 0.5, "occupancy_pct": 40.0,
                                                        "dram_pct": 1.0})
     assert counters.regressions(prefill, base) == []  # DRAM throughput is judged for decode only
 
 
 def test_launches_are_named_in_order():
-    out = "x\ntilegate-counters: launch flash_fwd m64n64w4\ntilegate-counters: launch flash_fwd m128n64w8\n"
-    assert counters.launch_names(out) == [("flash_fwd", "m64n64w4"), ("flash_fwd", "m128n64w8")]
+    out = "\n".join(["x", protocol.launch_line("flash_fwd", "m64n64w4"), "noise",
+                     protocol.launch_line("flash_fwd", "m128n64w8"), protocol.DONE])
+    assert protocol.launch_names(out) == [("flash_fwd", "m64n64w4"), ("flash_fwd", "m128n64w8")]
+    assert protocol.finished(out) and not protocol.finished(out.replace(protocol.DONE, ""))
     with pytest.raises(counters.ProfilerError):
-        counters._named(counters.launch_names(out), [{}], "ncu")
+        counters._named(protocol.launch_names(out), [{}], "ncu")
 
 
 def test_rocprof_csv_is_summed_per_dispatch():

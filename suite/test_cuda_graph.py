@@ -10,7 +10,7 @@ import pytest
 import torch
 from suite_helpers import DEVICE, EXTEND_BATCHES, causal_builds, fake_layer, fake_runner, forward_batch
 
-from tilegate.harness.sglang_instrumented import ReferenceOps
+from tilegate.harness.sglang.instrumented import ReferenceOps
 from tilegate.serving.sglang_backend import TileLangAttnBackend
 from tilegate.serving.sglang_checks import UnsupportedByTileLangBackend
 

@@ -9,10 +9,10 @@ from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
 from tilegate.harness.hf_runner import HfRunner
-from tilegate.harness.precompile import kind_builds
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import compare
 from tilegate.report import record_agreement
+from tilegate.testing.precompile import kind_builds
 
 HEADS = (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim)
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e, pytest.mark.xdist_group("e2e-hf"), causal_builds(*HEADS, "flash_fwd"),

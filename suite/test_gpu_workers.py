@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tilegate import gpu_workers
+from tilegate.testing import gpu_workers
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_a_pinned_worker_sees_one_gpu():
     import torch
 
     ids = [i for i in os.environ.get(gpu_workers.IDS_ENV, "").split(",") if i]
-    if os.environ.get("PYTEST_XDIST_WORKER") and ids:  # under xdist: pinned at conftest import
+    if os.environ.get("PYTEST_XDIST_WORKER") and ids:  # under xdist: pinned at the plugin's import
         var = "HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES"
         assert os.environ[var] in ids and torch.cuda.device_count() == 1, (os.environ[var], ids)
     else:

@@ -2,8 +2,8 @@
 
 import pytest
 
+from tilegate.golden import cycles_rise, golden_diff
 from tilegate.inner_loop import NO_LOOP, cycles_per_iteration, inner_loop, inner_loop_report
-from tilegate.report import cycles_rise, golden_diff
 from tilegate.toolchain import ToolchainMissing, find_toolchain
 
 # Two loops: a short scalar one, then one with an MFMA (the one to pick); offsets from 0x1000.
@@ -47,12 +47,15 @@ def test_llvm_mca_estimates_the_loop():
 
 def test_a_rise_past_ten_percent_fails_the_golden_and_a_drop_passes():
     assert cycles_rise(1000.0, 1100.0) == []
-    assert "over the 10% allowed" in cycles_rise(1000.0, 1101.0)[0]
+    (rise,) = cycles_rise(1000.0, 1101.0)
+    assert rise.rule == "inner_loop_cycles" and "over the 10% allowed" in rise.detail
     assert cycles_rise(1000.0, 700.0) == []
     assert cycles_rise(None, 5.0) and not cycles_rise(None, None)
     golden = {"vgpr_count": 100, "inner_loop_cycles": 1000.0}
     assert golden_diff(golden, {"vgpr_count": 100, "inner_loop_cycles": 1050.0}) == []
-    assert len(golden_diff(golden, {"vgpr_count": 101, "inner_loop_cycles": 1200.0})) == 2
+    changed = golden_diff(golden, {"vgpr_count": 101, "inner_loop_cycles": 1200.0})
+    assert [v.rule for v in changed] == ["vgpr_count", "inner_loop_cycles"]
+    assert str(changed[0]) == "vgpr_count: golden 100 -> now 101"  # as the golden test's message shows it
 
 
 # A persistent kernel: an outer loop over query blocks (0x1004-0x102C) around the key loop

@@ -7,16 +7,12 @@ import tilelang
 from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
-from tilegate.isa_checks import check_all, check_speed_proxies, rules_broken
+from tilegate.golden import REFERENCE_TOOLCHAIN, TOOLCHAIN_INDEPENDENT, golden_diff, golden_path
+from tilegate.isa_checks import check_all, check_speed_proxies, describe, rules_broken
 from tilegate.kernels.registry import KERNELS
-from tilegate.report import (
-    REFERENCE_TOOLCHAIN,
-    TOOLCHAIN_INDEPENDENT,
-    golden_diff,
-    golden_path,
-    snapshot,
-    write_isa_artifacts,
-)
+from tilegate.records import IsaRecord
+from tilegate.render import to_json
+from tilegate.report import write_isa_artifacts
 
 GFX942_CASES = cases("gfx942")
 ACC16_CASES = fp16_accum_cases("gfx942")
@@ -28,8 +24,10 @@ def test_gfx942_isa(builder, artifacts_dir, case):
     report = builder.isa_report(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     spec = KERNELS[case.kernel]
-    assert check_all(report, case.shape.dtype, uses_mfma=spec.uses_mfma, wide_global_loads=spec.wide_global_loads) == []
-    assert check_speed_proxies(report, case.shape.head_dim) == []
+    broken = check_all(report, case.shape.dtype, uses_mfma=spec.uses_mfma, wide_global_loads=spec.wide_global_loads)
+    assert not broken, describe(broken)
+    slow = check_speed_proxies(report, case.shape.head_dim)
+    assert not slow, describe(slow)
 
 
 @pytest.mark.isa
@@ -46,10 +44,11 @@ def test_matches_golden_snapshot(builder, update_golden, case):
     report = builder.isa_report(case)
     toolchain = builder.code_object(case).toolchain
     path = golden_path(case.name, toolchain.kind, tilelang.__version__)
-    actual = snapshot(report)
+    record = IsaRecord.from_report(case.name, report)
+    actual = record.data()
     if update_golden:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
+        path.write_text(to_json(record))  # the artifacts' isa/<case>.json, the same file
         return
     fields = None  # every field, against this toolchain's own snapshot
     if not path.is_file():
@@ -59,4 +58,4 @@ def test_matches_golden_snapshot(builder, update_golden, case):
     assert path.is_file(), f"no golden ISA snapshot {path}: review this build, then record it with --update-golden"
     diff = golden_diff(json.loads(path.read_text()), actual, fields)
     scope = "" if fields is None else f" (toolchain-independent fields; {toolchain.kind} has no snapshot of its own)"
-    assert not diff, f"ISA changed against {path.name}{scope} (review, then --update-golden):\n" + "\n".join(diff)
+    assert not diff, f"ISA changed against {path.name}{scope} (review, then --update-golden):\n" + describe(diff)

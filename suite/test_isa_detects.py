@@ -1,14 +1,18 @@
 """The ISA rules fail kernels built wrong on purpose: a check that cannot fail is no check."""
 
+from collections import Counter
+
 import pytest
 
 from tilegate.fixtures import planted_kernels as planted
 from tilegate.fixtures.compile_cases import cases
-from tilegate.isa_checks import check_all, check_speed_proxies, rules_broken
+from tilegate.isa import IsaReport
+from tilegate.isa_checks import Violation, check_all, check_speed_proxies, describe, rules_broken
+from tilegate.toolchain import GFX942_TARGET_ID
 
 
 @pytest.mark.isa
-@pytest.mark.slow  # a big build: started first (conftest.py), not left for the end of the run
+@pytest.mark.slow  # a big build: started first (tilegate/testing/plugin.py), not left for the end of the run
 def test_spilling_kernel_is_flagged(builder):
     report = builder.isa_report(planted.SPILLS)
     assert "spill" in rules_broken(check_all(report, "float16"))
@@ -16,7 +20,7 @@ def test_spilling_kernel_is_flagged(builder):
 
 
 @pytest.mark.isa
-@pytest.mark.slow  # a big build: started first (conftest.py), not left for the end of the run
+@pytest.mark.slow  # a big build: started first (tilegate/testing/plugin.py), not left for the end of the run
 def test_lds_overflow_is_flagged(builder):
     # Passes the pre-compile estimate (exactly 64 KiB of tiles); the real LDS does not fit.
     case = planted.LDS_OVERFLOW
@@ -27,7 +31,7 @@ def test_lds_overflow_is_flagged(builder):
 
 
 @pytest.mark.isa
-@pytest.mark.slow  # a big build: started first (conftest.py), not left for the end of the run
+@pytest.mark.slow  # a big build: started first (tilegate/testing/plugin.py), not left for the end of the run
 def test_kernel_without_mfma_is_flagged(builder):
     report = builder.isa_report(planted.NO_MFMA)
     assert rules_broken(check_all(report, "float16")) == {"mfma"}
@@ -45,8 +49,29 @@ def test_mfma_of_the_wrong_input_type_is_flagged(builder):
 
 
 @pytest.mark.isa
-@pytest.mark.slow  # a big build: started first (conftest.py), not left for the end of the run
+@pytest.mark.slow  # a big build: started first (tilegate/testing/plugin.py), not left for the end of the run
 def test_slow_tile_layout_breaks_the_speed_proxies(builder):
     report = builder.isa_report(planted.SLOW_LAYOUT)
     assert check_all(report, "float16") == []  # a correct kernel: only the speed proxies see it
     assert rules_broken(check_speed_proxies(report, 128)) == {"lds-read-width", "waves-per-simd"}
+
+
+def _report(**instructions: int) -> IsaReport:
+    """A code object that breaks no rule but what ``instructions`` make it break."""
+    return IsaReport(target_id=f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}", elf_flags="0x54c, gfx942, xnack-, sramecc+",
+                     code_object_version=5, wavefront_size=64, vgpr_count=128, agpr_count=0, sgpr_count=32,
+                     vgpr_spill_count=0, sgpr_spill_count=0, private_segment_bytes=0, uses_dynamic_stack=False,
+                     static_lds_bytes=0, dynamic_lds_bytes=16384, threads=256, compiler="none", inner_loop_cycles=None,
+                     instructions=Counter(instructions))
+
+
+def test_a_kernel_excused_128_bit_loads_is_still_held_to_the_sub_dword_rule():
+    # The global-load-width rule has two halves, two checks: wide_global_loads=False (a kernel that
+    # reads fp32 one element per thread) skips the 128-bit one only.
+    assert check_all(_report(v_mfma_f32_16x16x16_f16=8, global_load_dwordx4=4), "float16") == []
+    narrow = _report(v_mfma_f32_16x16x16_f16=8, global_load_ushort=2)
+    assert check_all(narrow, "float16") == [Violation("global-load-width", "global_load_ushort x2"),
+                                            Violation("global-load-width", "no 128-bit global loads")]
+    excused = check_all(narrow, "float16", wide_global_loads=False)
+    assert excused == [Violation("global-load-width", "global_load_ushort x2")]
+    assert describe(excused) == "global-load-width: global_load_ushort x2"  # as an ISA test's message shows it

@@ -4,16 +4,24 @@ of several pytest commands keeps every command's artifacts."""
 import subprocess
 import sys
 
+import pytest
+
 from tilegate.paths import REPO_ROOT
 from tilegate.report import ISA_DIR, NUMERICS_DIR, PERF_DIR
 
 PATH_OPTIONS = ("--artifacts", "--tilegate-cache", "--llama3-path")
 
 
+# A light module to collect (it imports no torch or TileLang), named from the repository's root: its
+# tests are listed under that node id only where pytest took the checkout for its rootdir (a folder
+# argument taken for a test path would have moved the rootdir, or failed the run).
+LIGHT_MODULE = "suite/test_layers.py"
+
+
 def _collect_only(*args: str) -> subprocess.CompletedProcess:
     # -n 0, not -p no:xdist: xdist registers the xdist_group marker that --strict-markers asks for
-    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", "--co", *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", "--co", *args,
+                           LIGHT_MODULE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
 
 def test_documented_path_form_works_with_existing_folders(tmp_path):
@@ -22,9 +30,24 @@ def test_documented_path_form_works_with_existing_folders(tmp_path):
     folders = {option: tmp_path / option.strip("-") for option in PATH_OPTIONS}
     for folder in folders.values():
         folder.mkdir()
-    proc = _collect_only("-m", "e2e", *(f"{option}={folder}" for option, folder in folders.items()))
+    proc = _collect_only(*(f"{option}={folder}" for option, folder in folders.items()))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "suite/test_e2e_hf.py::" in proc.stdout  # the gate's own tests, collected from its root
+    assert f"{LIGHT_MODULE}::" in proc.stdout  # the gate's own tests, collected from its root
+
+
+def test_path_options_also_take_a_space_where_the_plugin_is_installed(tmp_path):
+    # Installed, the plugin loads through its pytest11 entry point: its options are known before
+    # pytest picks the rootdir, so `--artifacts DIR` is an option and its value, not a test path.
+    from importlib.metadata import entry_points
+
+    if not [e for e in entry_points(group="pytest11") if e.value == "tilegate.testing.plugin"]:
+        pytest.skip("tilegate-testing is not installed here (checkout on PYTHONPATH): its pytest11 entry point is missing")
+    folders = {option: tmp_path / option.strip("-") for option in PATH_OPTIONS}
+    for folder in folders.values():
+        folder.mkdir()
+    proc = _collect_only(*(arg for option, folder in folders.items() for arg in (option, str(folder))))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"{LIGHT_MODULE}::" in proc.stdout
 
 
 def test_later_commands_of_a_gate_run_keep_the_earlier_records(tmp_path):
@@ -34,9 +57,9 @@ def test_later_commands_of_a_gate_run_keep_the_earlier_records(tmp_path):
     for record in records:
         record.parent.mkdir()
         record.write_text("from an earlier command")
-    kept = _collect_only("-m", "compat", f"--artifacts={tmp_path}", "--keep-artifacts")
+    kept = _collect_only(f"--artifacts={tmp_path}", "--keep-artifacts")
     assert kept.returncode == 0, kept.stdout[-2000:] + kept.stderr[-2000:]
     assert all(record.exists() for record in records)
-    cleared = _collect_only("-m", "compat", f"--artifacts={tmp_path}")  # a new run starts clean
+    cleared = _collect_only(f"--artifacts={tmp_path}")  # a new run starts clean
     assert cleared.returncode == 0, cleared.stdout[-2000:] + cleared.stderr[-2000:]
     assert not any(record.exists() for record in records)

@@ -1,5 +1,5 @@
 """Performance tier (opt-in: -m perf): each kernel's speed as a ratio to torch SDPA measured in the
-same process (tilegate/harness/perf_child.py), judged against the device's committed baseline
+same process (tilegate/harness/perf/child.py), judged against the device's committed baseline
 (suite/baselines/perf/<device>.json; record one with --update-perf-baseline). The table, the
 JSON record and a chart go to artifacts/perf/. Speed is measured here, never asserted by a timed
 test elsewhere.
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tilegate.harness import perf
+from tilegate.harness.perf import driver as perf
 from tilegate.paths import REPO_ROOT
 from tilegate.report import PERF_DIR
 
@@ -45,7 +45,7 @@ def test_speed_ratios_within_baseline(request, platform, perf_runs, artifacts_di
     if baseline is None:
         pytest.skip(f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with --update-perf-baseline")
     problems = perf.regressions(perf_runs[0], baseline["records"])
-    assert not problems, f"slower than {device}'s baseline:\n" + "\n".join(problems)
+    assert not problems, f"slower than {device}'s baseline:\n" + "\n".join(map(str, problems))
 
 
 @gpu_perf
@@ -55,7 +55,7 @@ def test_planted_slow_variant_is_flagged(platform, perf_runs, artifacts_dir):
     committed = perf.load_baseline(platform.device_name or platform.describe())
     # judged by the committed baseline where there is one, else by this run's healthy figures
     baseline = committed["records"] if committed else perf.baseline_from(perf_runs)
-    flagged = [p for p in perf.regressions(slow, baseline) if "no baseline entry" not in p]
+    flagged = [p for p in perf.regressions(slow, baseline) if not p.missing_baseline]
     assert flagged, "the planted extra_exp variant (two more transcendentals per score) passed the perf check"
 
 
@@ -81,8 +81,8 @@ def test_a_fall_past_the_tolerance_is_flagged_and_noise_is_not():
     base = perf.baseline_from([_doc(0.80), _doc(0.80)])  # 5% floor
     assert perf.regressions(_doc(0.78), base) == []
     flagged = perf.regressions(_doc(0.70), base)
-    assert len(flagged) == 2 and "0.70x the peer, baseline 0.80x" in flagged[0]
-    assert "no baseline entry" in perf.regressions(_doc(0.8), {})[0]
+    assert [(r.figure, r.value, r.baseline) for r in flagged] == [("ratio", 0.70, 0.80)] * 2, flagged
+    assert perf.regressions(_doc(0.8), {})[0].missing_baseline
 
 
 def test_table_and_chart(tmp_path):

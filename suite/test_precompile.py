@@ -1,4 +1,4 @@
-"""Compiling a GPU run's kernels ahead of its tests (tilegate/harness/precompile.py), checked on
+"""Compiling a GPU run's kernels ahead of its tests (tilegate/testing/precompile.py), checked on
 the CPU: what a test declares, how a declaration resolves against a target's table, and the process
 pool itself (a build that fails there is counted, not raised)."""
 
@@ -7,9 +7,9 @@ from suite_helpers import with_configs
 
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
-from tilegate.harness.precompile import DEFAULT, EVERY, Build, kind_builds, precompile
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TileConfig, default_config
 from tilegate.kernels.problem import AttentionShape
+from tilegate.testing.precompile import DEFAULT, EVERY, Build, PrecompileResult, kind_builds, precompile
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
 
@@ -43,8 +43,8 @@ def test_every_config_param_declares_the_kernel_it_launches(cases, tables, kind)
 
 
 def test_nothing_to_compile_starts_no_process():
-    assert "nothing compiled ahead" in precompile([], "sm90", processes=4)
-    assert "nothing compiled ahead" in precompile(kind_builds("flash_fwd", SHAPE), "sm90", processes=0)
+    assert not precompile([], "sm90", processes=4).compiled_ahead
+    assert not precompile(kind_builds("flash_fwd", SHAPE), "sm90", processes=0).compiled_ahead
 
 
 def test_a_build_that_fails_ahead_is_counted_not_raised():
@@ -52,5 +52,7 @@ def test_a_build_that_fails_ahead_is_counted_not_raised():
     # (ConfigError; NoLocalTarget first on a machine without a GPU), as a broken kernel fails in
     # TileLang. The run goes on: the test that launches it reports the error.
     bad = TileConfig("m64n64-33threads", 64, 64, 1, threads=33)
-    line = precompile([Build("flash_fwd", SHAPE, bad)], "sm90", processes=2)
-    assert "1 kernels for sm90" in line and "1 failed" in line and "m64n64-33threads" in line, line
+    result = precompile([Build("flash_fwd", SHAPE, bad)], "sm90", processes=2)
+    assert (result.kernels, result.target, result.processes) == (1, "sm90", 1), result
+    assert len(result.failed) == 1 and result.failed[0].startswith("flash_fwd ") and "m64n64-33threads" in result.failed[0], result
+    assert PrecompileResult.from_json(result.to_json()) == result

@@ -1,7 +1,7 @@
 """Sanitizer tier (opt-in: -m sanitize): every kernel under compute-sanitizer, and proof that the
 tools would see the faults they are here for.
 
-Each run is a subprocess (tilegate/harness/sanitize_child.py) with PyTorch's caching allocator off,
+Each run is a subprocess (tilegate/harness/sanitize/child.py) with PyTorch's caching allocator off,
 so each tensor is its own allocation and a read past its end is out of bounds.
 
 initcheck: on Hopper the kernels' output tiles leave shared memory through TMA bulk tensor stores
@@ -15,8 +15,8 @@ kernels wrote, are judged; the loads are built as in production.
 import pytest
 import torch
 
-from tilegate.harness import sanitize_child
-from tilegate.harness.sanitizer import TOOLS, parse_summary, run_asan, run_sanitized
+from tilegate.harness.sanitize import child as sanitize_child
+from tilegate.harness.sanitize.driver import TOOLS, parse_summary, run_asan, run_sanitized
 from tilegate.report import SANITIZE_DIR
 
 pytestmark = pytest.mark.deadline(1800)  # a sanitized run is 10-100x slower than a plain one
@@ -33,7 +33,7 @@ def _child_args(tool: str, family: str, head_dim: int) -> list[str]:
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", sanitize_child.HEAD_DIMS)  # two halves: racecheck over prefill takes minutes
 @pytest.mark.parametrize("family", sanitize_child.FAMILIES)
-# racecheck is the slowest tool: marked slow, its runs start first (conftest.py)
+# racecheck is the slowest tool: marked slow, its runs start first (tilegate/testing/plugin.py)
 @pytest.mark.parametrize("tool", [pytest.param(t, marks=pytest.mark.slow) if t == "racecheck" else t for t in TOOLS])
 def test_kernels_are_clean(tool, family, head_dim, artifacts_dir):
     result = run_sanitized(tool, _child_args(tool, family, head_dim),

@@ -2,10 +2,10 @@
 (fixtures/llama3_shape.py, random weights from its config: load_format="dummy") with
 attention_backend="tilelang" (the TileLang kernels) and with its peer (triton on CUDA, SGLang's
 default on ROCm), both engines resident, measured in interleaved rounds in one child
-(tilegate.harness.sglang_bench): batch 32 x 1024 -> 512 tokens (tokens/s, TTFT) and one
+(tilegate.harness.sglang.bench): batch 32 x 1024 -> 512 tokens (tokens/s, TTFT) and one
 32768-token prompt (TTFT, decode tokens/s). The table, JSON and chart go to artifacts/perf/serving.*;
 the ratios are judged against the device's perf baseline (suite/baselines/perf/<device>.json, keys
-"serving | ..."), each with the tolerance its recording runs' noise set (tilegate.harness.perf).
+"serving | ..."), each with the tolerance its recording runs' noise set (tilegate.harness.perf.driver).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.harness import perf, sglang_bench
-from tilegate.harness.sglang_driver import EngineRun
+from tilegate.harness.perf import driver as perf
+from tilegate.harness.sglang import bench as sglang_bench
+from tilegate.harness.sglang.driver import EngineRun
 from tilegate.platform import detect
 from tilegate.report import PERF_DIR
 
@@ -57,7 +58,7 @@ def check_served(bench: dict) -> None:
 
 def write_artifacts(benches: list[dict], device: str, artifacts_dir: Path) -> dict:
     """serving.json (every run), serving.md (the first's table), serving.png; returns the first
-    run as a perf document (tilegate.harness.perf's table, chart and regressions read it)."""
+    run as a perf document (tilegate.harness.perf.driver's table, chart and regressions read it)."""
     out = artifacts_dir / PERF_DIR
     out.mkdir(parents=True, exist_ok=True)
     doc = {"device": device, "records": sglang_bench.records(benches[0])}
@@ -86,4 +87,4 @@ def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, 
         pytest.skip(f"no serving baseline for {device}: table in {artifacts_dir / PERF_DIR / 'serving.md'}; "
                     "record one with -m perf --update-perf-baseline")
     problems = perf.regressions(doc, baseline)
-    assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(problems)
+    assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(map(str, problems))

@@ -17,7 +17,7 @@ import pytest
 import torch
 from suite_helpers import DECODE_BATCHES, EXTEND_BATCHES, Batch, fake_layer, fake_runner, forward_batch
 
-from tilegate.harness.sglang_instrumented import ReferenceOps
+from tilegate.harness.sglang.instrumented import ReferenceOps
 from tilegate.platform import NoLocalTarget
 from tilegate.references.paged import ref_paged_decode, ref_paged_extend
 from tilegate.serving import sglang_backend

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tilegate.harness import sglang_protocol as proto
+from tilegate.harness.sglang import protocol as proto
 
 pytestmark = pytest.mark.sglang
 

@@ -20,15 +20,15 @@ import pytest
 from tilegate.fixtures import sglang_gpu_plan as plan
 from tilegate.fixtures.long_context_llama import SPEC as LONG_SPEC
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
-from tilegate.harness.precompile import Build, kind_builds
-from tilegate.harness.sglang_driver import EngineRun
-from tilegate.harness.sglang_instrumented import KERNEL_BUGS, kernel_planted_name
-from tilegate.harness.sglang_markers import served
+from tilegate.harness.sglang.driver import EngineRun
+from tilegate.harness.sglang.markers import served
+from tilegate.harness.sglang.plugin import KERNEL_BUGS, kernel_planted_name
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect
 from tilegate.references.agreement import GreedyRun
 from tilegate.references.peer_bound import PeerBoundAgreement, Side, bound_problems, judge_prompt, table_lines
 from tilegate.report import record_agreement
+from tilegate.testing.precompile import Build, kind_builds
 
 assert (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim) == (LONG_SPEC.heads, LONG_SPEC.kv_heads, LONG_SPEC.head_dim)
 SHAPES = [AttentionShape(TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim, True, dt) for dt in ("float16", "bfloat16")]

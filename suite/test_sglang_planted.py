@@ -1,4 +1,4 @@
-"""The harness's planted kernel bugs (tilegate.harness.sglang_instrumented.PlantedKernelOps), on the
+"""The harness's planted kernel bugs (tilegate.harness.sglang.instrumented.PlantedKernelOps), on the
 CPU: each hands the production paged entry points exactly its one change, and nothing else. The GPU
 tier (suite/test_sglang_gpu.py) proves each one fails the judgement through SGLang's engine."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tilegate.harness import sglang_instrumented
-from tilegate.harness.sglang_instrumented import KERNEL_BUGS, PlantedKernelOps
+from tilegate.harness.sglang import plugin as sglang_plugin_harness
+from tilegate.harness.sglang.instrumented import PlantedKernelOps
+from tilegate.harness.sglang.plugin import KERNEL_BUGS
 from tilegate.serving import paged, sglang_backend
 from tilegate.serving.batch_indices import BatchIndices
 
@@ -44,7 +45,7 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
 
 def test_every_kernel_bug_is_planted_under_its_own_backend_name():
     assert set(EXPECTED) == set(KERNEL_BUGS)
-    names = {sglang_instrumented.kernel_planted_name(b) for b in KERNEL_BUGS}
+    names = {sglang_plugin_harness.kernel_planted_name(b) for b in KERNEL_BUGS}
     assert len(names) == len(KERNEL_BUGS) and all(n.startswith("tilelang-planted-") for n in names)
 
 
@@ -53,7 +54,7 @@ def test_a_selection_starts_only_the_engine_sets_it_reads():
     always, a planted bug's set with the set whose peer judges it, nothing else."""
     from tilegate.fixtures import sglang_gpu_plan as plan
 
-    names = {b: sglang_instrumented.kernel_planted_name(b) for b in KERNEL_BUGS}
+    names = {b: sglang_plugin_harness.kernel_planted_name(b) for b in KERNEL_BUGS}
     sets = {s.name: s for s in plan.engine_sets("triton", names)}
     params = [{"engines": sets["bfloat16-graphs"]}, {"bug": "drop_smallest_split"}, {}]
     assert plan.wanted_sets(params, sets.values(), names) == {

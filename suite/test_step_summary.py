@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tilegate import render
 from tilegate.paths import REPO_ROOT
-from tilegate.report import AGREEMENT_DIR, JUNIT_DIR
+from tilegate.records import AGREEMENT_DIR, JUNIT_DIR, IsaRecord, MemoryRecord, NumericsRecord, load
+from tilegate.report import write
 
 SUMMARY = REPO_ROOT / "scripts" / "step_summary.py"
 TESTS = '''
@@ -38,7 +40,9 @@ def _junit(tmp: Path, name: str, select: str | None = None) -> Path:
     (tmp / "tests" / "test_generated.py").write_text(TESTS)
     out = tmp / "artifacts" / JUNIT_DIR / f"{name}.xml"
     where = f"tests/test_generated.py::{select}" if select else "tests"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-c", os.devnull,
+    # -c devnull leaves out the project's addopts, so the plugins it turns off are named here too
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
+           "-p", "no:anyio", "-p", "no:benchmark", "-c", os.devnull,
            "--rootdir", str(tmp), "-o", "junit_family=xunit1", f"--junitxml={out}", where]
     subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=120)
     assert out.is_file()
@@ -104,3 +108,50 @@ def test_the_tilelang_0_1_12_run_has_its_own_section(failing):
     text, _ = _summary(failing)
     section = text[text.index("### TileLang 0.1.12"):]
     assert "**Verdict: passed** (1 passed; 1 pytest command)" in section
+
+
+ISA = IsaRecord("flash_fwd-causal-d128-fp16-m128n64w4", compiler="clang", target_id="amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+                code_object_version=5, wavefront_size=64, vgpr_count=240, agpr_count=64, sgpr_count=55, vgpr_spill_count=0,
+                sgpr_spill_count=0, private_segment_bytes=0, lds_bytes=18432, threads=256,
+                occupancy={"workgroups_per_cu": 2, "waves_per_cu": 8, "waves_per_simd": 2.0, "limited_by": "vgpr", "limits": {}},
+                mfma={"v_mfma_f32_16x16x16_f16": 64}, lds_reads={"ds_read_u16": 3}, global_loads={}, scratch=0,
+                inner_loop_cycles=1432.4)
+
+
+def _records(root: Path) -> None:
+    write(root, ISA)
+    write(root, NumericsRecord("causal-fp16", dtype="float16", passed=True, max_ratio=0.5, mean_ratio=0.25, max_err=1e-3,
+                               mean_err=1e-4, baseline_max_err=1e-3, baseline_mean_err=1e-4))
+    write(root, MemoryRecord("decode-32k", io_bytes=3 * 2**20, extra_bytes_during_call=2**19))
+
+
+def test_the_summary_needs_only_the_standard_library(failing):
+    # As an `if: always()` step runs it where set-up failed: no site-packages (-S), no PYTHONPATH and
+    # not even its own folder on sys.path (-I): only its checkout, which it finds itself.
+    _records(failing)
+    proc = subprocess.run([sys.executable, "-I", "-S", str(SUMMARY), str(failing), "--annotate"], capture_output=True,
+                          text=True, timeout=60, env={})
+    assert proc.returncode == 0, proc.stderr
+    assert "**Verdict: failed**" in proc.stdout and "### gfx942 ISA (1 code objects)" in proc.stdout
+    assert "::error file=tests/test_generated.py" in proc.stdout
+
+
+def test_the_terminal_and_the_step_summary_show_the_same_records(failing):
+    _records(failing)
+    text, _ = _summary(failing)
+    terminal = dict(render.terminal_sections(failing))
+    cells = ["flash_fwd-causal-d128-fp16-m128n64w4", "240", "64", "18432", "2", "2.00", "vgpr", "64", "3", "1432.4"]
+    assert terminal["gfx942 ISA summary"][1].split() == cells
+    assert "| `flash_fwd-causal-d128-fp16-m128n64w4` | " + " | ".join(cells[1:]) + " |" in text
+    numerics, memory = terminal["numerics, memory and drift summary"]
+    assert numerics.startswith("numerics float16: 1 checks, 1 within bound; worst max-error ratio 0.500 (causal-fp16)")
+    assert "| float16 | 1 | 1 | 0.500 (`causal-fp16`) | 0.250 (`causal-fp16`) |" in text
+    assert memory == "memory decode-32k: inputs+output 3 MiB, allocated during the call 0.50 MiB"
+    assert "| `decode-32k` | 3 | 0.50 |" in text
+
+
+def test_a_record_is_written_as_its_fields_and_read_back_the_same(tmp_path):
+    path = write(tmp_path, ISA)
+    assert json.loads(path.read_text()) == ISA.data() and "name" not in ISA.data()
+    assert path.read_text() == json.dumps(ISA.data(), indent=1, sort_keys=True) + "\n"  # the golden snapshots' format
+    assert load(tmp_path, IsaRecord) == [ISA]

@@ -1,4 +1,4 @@
-"""The GPU tiers' deadline (tilegate/watchdog.py): a hung test fails in time, named with its kernel."""
+"""The GPU tiers' deadline (tilegate/testing/watchdog.py): a hung test fails in time, named with its kernel."""
 
 import os
 import re
@@ -11,14 +11,14 @@ import pytest
 from planted_hang_tests import HANG_DEADLINE_S
 from planted_hang_tests import SHAPE as HANG_SHAPE
 
-from tilegate.harness.precompile import kind_builds
 from tilegate.paths import REPO_ROOT
-from tilegate.watchdog import EXIT_CODE
+from tilegate.testing.precompile import kind_builds
+from tilegate.testing.watchdog import EXIT_CODE
 
 
 def test_deadline_ends_a_process_stuck_outside_python():
     # time.sleep blocks in C, as a device synchronisation does: only another thread can act
-    code = ("import time; from tilegate.watchdog import Deadline\n"
+    code = ("import time; from tilegate.testing.watchdog import Deadline\n"
             "with Deadline(1, 'suite/x.py::test_stuck', lambda: 'flash_fwd causal-mha8-d64-fp16 m64n64w4'):\n"
             "    time.sleep(60)\n")
     start = time.monotonic()
@@ -31,7 +31,7 @@ def test_deadline_ends_a_process_stuck_outside_python():
 
 
 def test_sigusr1_prints_every_stack_and_the_process_goes_on():
-    code = ("import sys, time; from tilegate.watchdog import dump_stacks_on_sigusr1\n"
+    code = ("import sys, time; from tilegate.testing.watchdog import dump_stacks_on_sigusr1\n"
             "dump_stacks_on_sigusr1(); print('ready', flush=True); time.sleep(30)\n"
             "print('still alive', flush=True)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -47,7 +47,7 @@ def test_sigusr1_prints_every_stack_and_the_process_goes_on():
 def _run_planted(tmp_path, tests: tuple[str, ...], limit_s: float) -> str:
     """suite/planted_hang_tests.py under xdist, as a fresh gate run of its own; its terminal output.
     A nested run that outlives ``limit_s`` fails this test with every process's stacks (SIGUSR1,
-    tilegate/watchdog.py) instead of holding the outer run."""
+    tilegate/testing/watchdog.py) instead of holding the outer run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "TILEGATE_GPU_IDS"))}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "--dist", "loadgroup",
                              "-p", "no:cacheprovider", "-p", "no:benchmark", f"--artifacts={tmp_path}",
@@ -80,7 +80,7 @@ def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.slow  # minutes: scheduled first (conftest.py)
+@pytest.mark.slow  # minutes: scheduled first (tilegate/testing/plugin.py)
 @pytest.mark.deadline(300)
 # compiled ahead into TileLang's disk cache, which the child run shares (the compile is not the hang)
 @pytest.mark.builds(*kind_builds("flash_fwd", HANG_SHAPE), *kind_builds("flash_fwd", HANG_SHAPE, defect="hang"))

@@ -12,5 +12,10 @@ Layers, each importing only those before it (suite/test_layers.py enforces it):
   tilegate (this folder)                  toolchain, lowering, code objects, ISA, runtime, reports
   tilegate.serving                        launchers, SGLang backend and plugin, transformers attention
   tilegate.fixtures                       cases, inputs, tiny Llama-3, prompts
-  tilegate.harness                        drivers of other processes: SGLang engines, TileLang venvs
+  tilegate.harness                        the tiers that run outside pytest, one package each
+                                          (perf, counters, sanitize, sglang: driver, child, protocol)
+  tilegate.testing                        the pytest plugin: options, skips, deadlines, precompile
+
+The runtime distribution (pyproject.toml) is the first three rows and tilegate.serving: what an
+SGLang deployment installs. tilegate-testing (testing/pyproject.toml) is fixtures, harness, testing.
 """

@@ -1,4 +1,4 @@
-"""The ISA gate's rules. Each returns the ways a code object breaks it; empty means pass.
+"""The ISA gate's rules. Each returns the ways a code object breaks it, as Violations; empty means pass.
 
 The same functions judge the real configs and the planted bad kernels, so a test that
 shows a planted spill being flagged also shows the real configs' check can fail.
@@ -6,8 +6,27 @@ shows a planted spill being flagged also shows the real configs' check can fail.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tilegate.isa import LDS_PER_CU, IsaReport
 from tilegate.toolchain import GFX942_TARGET_ID
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way a code object breaks one rule: ``rule`` names it (``spill``, ``mfma``, ...; for a
+    golden snapshot, the field that changed), ``detail`` says what the code object shows."""
+
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:  # how an assertion message, hence the terminal and the step summary, shows it
+        return f"{self.rule}: {self.detail}"
+
+
+def describe(violations: list[Violation]) -> str:
+    """An assertion's message: one violation a line."""
+    return "\n".join(map(str, violations))
 
 # Code object versions an MI300X on ROCm 6.x loads (AMDGPUUsage, "Code Object V4/V5").
 LOADABLE_CODE_OBJECT_VERSIONS = (4, 5)
@@ -25,21 +44,21 @@ NARROW_GLOBAL_LOADS = (
 MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16"}
 
 
-def check_identity(r: IsaReport) -> list[str]:
+def check_identity(r: IsaReport) -> list[Violation]:
     bad = []
     if r.target_id != f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}":
-        bad.append(f"target-id: code object targets {r.target_id!r}, MI300X loads {GFX942_TARGET_ID}")
+        bad.append(Violation("target-id", f"code object targets {r.target_id!r}, MI300X loads {GFX942_TARGET_ID}"))
     for token in ("gfx942", "xnack-", "sramecc+"):
         if token not in r.elf_flags:
-            bad.append(f"target-id: ELF flags {r.elf_flags!r} lack {token}")
+            bad.append(Violation("target-id", f"ELF flags {r.elf_flags!r} lack {token}"))
     if r.code_object_version not in LOADABLE_CODE_OBJECT_VERSIONS:
-        bad.append(f"target-id: code object v{r.code_object_version} not in loadable {LOADABLE_CODE_OBJECT_VERSIONS}")
+        bad.append(Violation("target-id", f"code object v{r.code_object_version} not in loadable {LOADABLE_CODE_OBJECT_VERSIONS}"))
     if r.wavefront_size != 64:
-        bad.append(f"wavefront: {r.wavefront_size}, gfx942 runs wave64")
+        bad.append(Violation("wavefront", f"{r.wavefront_size}, gfx942 runs wave64"))
     return bad
 
 
-def check_spills(r: IsaReport) -> list[str]:
+def check_spills(r: IsaReport) -> list[Violation]:
     found = {
         "vgpr_spill_count": r.vgpr_spill_count,
         "sgpr_spill_count": r.sgpr_spill_count,
@@ -47,81 +66,83 @@ def check_spills(r: IsaReport) -> list[str]:
         "scratch instructions": r.count("scratch_"),
         "dynamic stack": int(r.uses_dynamic_stack),
     }
-    return [f"spill: {name} = {n}" for name, n in found.items() if n]
+    return [Violation("spill", f"{name} = {n}") for name, n in found.items() if n]
 
 
-def check_lds(r: IsaReport) -> list[str]:
+def check_lds(r: IsaReport) -> list[Violation]:
     if r.lds_bytes > LDS_PER_CU:
-        return [f"lds-budget: {r.lds_bytes} bytes of LDS, over the {LDS_PER_CU} per workgroup"]
+        return [Violation("lds-budget", f"{r.lds_bytes} bytes of LDS, over the {LDS_PER_CU} per workgroup")]
     return []
 
 
-def check_occupancy(r: IsaReport) -> list[str]:
+def check_occupancy(r: IsaReport) -> list[Violation]:
     occ = r.occupancy
     if occ.workgroups_per_cu < 1:
-        return [f"occupancy: no workgroup fits on a CU (limited by {occ.limited_by}: {occ.limits})"]
+        return [Violation("occupancy", f"no workgroup fits on a CU (limited by {occ.limited_by}: {occ.limits})")]
     return []
 
 
-def check_mfma(r: IsaReport, input_dtype: str) -> list[str]:
+def check_mfma(r: IsaReport, input_dtype: str) -> list[Violation]:
     want = MFMA_INPUT_SUFFIX[input_dtype]
     mfma = r.histogram("v_mfma")
     if not mfma:
-        return ["mfma: no v_mfma instruction: the matrix products run on the vector ALU"]
+        return [Violation("mfma", "no v_mfma instruction: the matrix products run on the vector ALU")]
     wrong = {name: n for name, n in mfma.items() if not name.endswith(want)}
-    return [f"mfma: {name} x{n} does not take {input_dtype} inputs" for name, n in wrong.items()]
+    return [Violation("mfma", f"{name} x{n} does not take {input_dtype} inputs") for name, n in wrong.items()]
 
 
-def check_global_loads(r: IsaReport) -> list[str]:
-    bad = [f"global-load-width: {name} x{r.instructions[name]}" for name in NARROW_GLOBAL_LOADS if r.instructions[name]]
+def check_narrow_global_loads(r: IsaReport) -> list[Violation]:
+    return [Violation("global-load-width", f"{name} x{r.instructions[name]}") for name in NARROW_GLOBAL_LOADS
+            if r.instructions[name]]
+
+
+def check_wide_global_loads(r: IsaReport) -> list[Violation]:
     if not r.count("global_load_dwordx4") + r.count("buffer_load_dwordx4"):
-        bad.append("global-load-width: no 128-bit global loads")
-    return bad
+        return [Violation("global-load-width", "no 128-bit global loads")]
+    return []
 
 
-def check_fp32_accumulation(r: IsaReport) -> list[str]:
+def check_fp32_accumulation(r: IsaReport) -> list[Violation]:
     """Judged inside the kernel's loops, where an accumulation across key blocks is: an epilogue's
     fused scale and convert (v_fma_mix with a zero addend, acc * (1/l) to fp16) is no accumulation."""
     hits = {name: r.loop_instructions[name] for name in FP16_ACCUMULATION_SIGNATURE if r.loop_instructions[name]}
-    return [f"fp16-accumulation: {name} x{n}" for name, n in hits.items()]
+    return [Violation("fp16-accumulation", f"{name} x{n}") for name, n in hits.items()]
 
 
-def check_all(r: IsaReport, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True) -> list[str]:
+def check_all(r: IsaReport, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True) -> list[Violation]:
     """Every rule. A kernel with no matrix product (a reduction) is not asked for MFMA, and one
     that reads fp32 one element per thread is not asked for 128-bit loads; no kernel may
     make sub-dword global loads or accumulate in fp16."""
-    narrow = check_global_loads(r)
-    if not wide_global_loads:
-        narrow = [v for v in narrow if "no 128-bit" not in v]
     return [
         *check_identity(r), *check_spills(r), *check_lds(r), *check_occupancy(r),
-        *(check_mfma(r, input_dtype) if uses_mfma else []), *narrow, *check_fp32_accumulation(r),
+        *(check_mfma(r, input_dtype) if uses_mfma else []), *check_narrow_global_loads(r),
+        *(check_wide_global_loads(r) if wide_global_loads else []), *check_fp32_accumulation(r),
     ]
 
 
-# Speed proxies (issue 8): what a CPU can tell about gfx942 speed. Sub-dword LDS reads are one
+# Speed proxies (the CPU tier has no MI300X to time on): what a CPU can tell about gfx942 speed. Sub-dword LDS reads are one
 # element per instruction (a B operand read across its rows, for example); and with one wave per
 # SIMD or fewer, nothing hides the latency of a global load or an MFMA chain.
 NARROW_LDS_READS = ("ds_read_u8", "ds_read_i8", "ds_read_u16", "ds_read_i16")  # _d16/_d16_hi forms too
 MIN_WAVES_PER_SIMD = {64: 2.0, 128: 1.0}  # by head_dim
 
 
-def check_lds_read_width(r: IsaReport) -> list[str]:
-    return [f"lds-read-width: {name} x{n}" for prefix in NARROW_LDS_READS
+def check_lds_read_width(r: IsaReport) -> list[Violation]:
+    return [Violation("lds-read-width", f"{name} x{n}") for prefix in NARROW_LDS_READS
             for name, n in r.histogram(prefix).items()]
 
 
-def check_waves_per_simd(r: IsaReport, head_dim: int) -> list[str]:
+def check_waves_per_simd(r: IsaReport, head_dim: int) -> list[Violation]:
     occ, want = r.occupancy, MIN_WAVES_PER_SIMD[head_dim]
     if occ.waves_per_simd < want:
-        return [f"waves-per-simd: {occ.waves_per_simd} at head_dim {head_dim}, want >= {want} "
-                f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)"]
+        return [Violation("waves-per-simd", f"{occ.waves_per_simd} at head_dim {head_dim}, want >= {want} "
+                                            f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)")]
     return []
 
 
-def check_speed_proxies(r: IsaReport, head_dim: int) -> list[str]:
+def check_speed_proxies(r: IsaReport, head_dim: int) -> list[Violation]:
     return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim)]
 
 
-def rules_broken(violations: list[str]) -> set[str]:
-    return {v.split(":", 1)[0] for v in violations}
+def rules_broken(violations: list[Violation]) -> set[str]:
+    return {v.rule for v in violations}

@@ -2,7 +2,7 @@
 
 Every HIP source TileLang emits opens with the same block of #includes: hip_runtime.h and TileLang's
 HIP templates, about 2.4 MB of C++ once preprocessed. Parsing it was 1.2 s of each 2 s clang run
-(README, "How long it takes"). The block is compiled once per toolchain into a clang PCH, kept in
+(docs/cpu-tier.md). The block is compiled once per toolchain into a clang PCH, kept in
 the compile cache, and every build of a source that opens with that block includes it precompiled.
 
 A PCH changes no byte of the code object (``suite/test_toolchain.py`` builds one kernel both ways

@@ -16,17 +16,17 @@ from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
 from tilegate.references.dtypes import TORCH_DTYPES
 
-# What this process launched last, for the hang watchdog's message (tilegate.watchdog).
+# What this process launched last, for the hang watchdog's message (tilegate.testing.watchdog).
 last_launch: dict[str, str | None] = {"kernel": None}
 
 # TileLang pass configs every build for a target gets. CUDA: nvcc --use_fast_math (exp2 as the
 # hardware's ex2.approx, as flash-attention's own CUDA builds are compiled): prefill 0.87x -> 1.0x
-# of cuDNN at 3782 causal on the H200 (README, "Performance"), errors unchanged in the numerics tier.
+# of cuDNN at 3782 causal on the H200 (docs/perf.md), errors unchanged in the numerics tier.
 TARGET_PASS_CONFIGS: dict[str, dict[str, object]] = {"sm90": {"tl.enable_fast_math": True}}
 
 # TileLang pass configs added to every build of this process. Empty in production and in the
 # numerics tiers; the sanitizer's initcheck child sets {"tl.disable_tma_lower": True}
-# (tilegate/harness/sanitize_child.py says why).
+# (tilegate/harness/sanitize/child.py says why).
 process_pass_configs: dict[str, object] = {}
 
 

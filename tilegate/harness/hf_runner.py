@@ -7,6 +7,24 @@ import torch
 from tilegate.references.agreement import TOP_K, GreedyRun
 
 
+def cache_keyword(model) -> str:
+    """The keyword (and output field) through which ``model`` takes and returns its KV cache:
+    ``cache`` in the transformers the gate runs (5.24: ``past_key_values`` is deprecated there, to go
+    in 5.40), ``past_key_values`` in the one SGLang 0.5.23 pins (5.19), where this module also runs."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def prefilled_cache(model, ids: torch.Tensor, cached_prefix: int) -> dict:
+    """The keyword argument handing ``model`` a KV cache that holds ``ids[:, :cached_prefix]``."""
+    from transformers import DynamicCache
+
+    cache = {cache_keyword(model): DynamicCache()}
+    model(ids[:, :cached_prefix], use_cache=True, **cache)
+    return cache
+
+
 class HfRunner:
     """A model loaded once, used as a context manager so GPU memory is released on exit."""
 
@@ -31,13 +49,7 @@ class HfRunner:
         extend over their cached keys and values (as a serving engine's prefix cache does)."""
         ids = torch.tensor([prompt_ids], device=self.device)
         eos = self.model.generation_config.eos_token_id
-        extra = {}
-        if cached_prefix:
-            from transformers import DynamicCache
-
-            cache = DynamicCache()
-            self.model(ids[:, :cached_prefix], past_key_values=cache, use_cache=True)
-            extra["past_key_values"] = cache
+        extra = prefilled_cache(self.model, ids, cached_prefix) if cached_prefix else {}
         out = self.model.generate(
             ids, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens, do_sample=False,
             output_logits=True, return_dict_in_generate=True, pad_token_id=eos, **extra)
@@ -57,12 +69,7 @@ class HfRunner:
         if not 0 <= cached_prefix <= start < len(prompt_ids) - 1:
             raise ValueError(f"rows from {start} of a {len(prompt_ids)}-token prompt, {cached_prefix} cached")
         ids = torch.tensor([prompt_ids], device=self.device)
-        extra = {}
-        if cached_prefix:
-            from transformers import DynamicCache
-
-            extra["past_key_values"] = cache = DynamicCache()
-            self.model(ids[:, :cached_prefix], past_key_values=cache, use_cache=True)
+        extra = prefilled_cache(self.model, ids, cached_prefix) if cached_prefix else {}
         logits = self.model(ids[:, cached_prefix:], use_cache=bool(cached_prefix), **extra).logits[0]
         logp = logits[start - cached_prefix:-1].float().log_softmax(-1)
         return tuple(logp.gather(1, ids[0, start + 1:, None])[:, 0].tolist())

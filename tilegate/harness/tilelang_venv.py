@@ -1,98 +1,144 @@
 """The compile + ISA tiers of this checkout under another TileLang's venv, in a subprocess.
 
-The child is plain pytest in that venv (tilegate.tilelang_versions names the venvs), on node ids
-of this checkout; its JUnit XML comes back as a TierResult.
+The child is plain pytest in that venv (tilegate.tilelang_versions names the venvs) selecting the
+tiers by their markers, ``-m "compile or isa"``, in the modules that hold them. Which modules those
+are, this environment's pytest says (it has every dependency the suite imports; the venv has
+TileLang, torch and pytest only, so a module that imports yaml, SGLang or transformers must not be
+collected there). The smoke scope keeps, of those tests, the ones of the smoke cases: this module
+is the child's plugin (``-p``) for that and for listing the modules. The child's JUnit XML comes
+back as a TierResult of tilegate.records Outcomes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
+import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
+import pytest
+
 from tilegate.paths import REPO_ROOT
+from tilegate.records import ERROR, FAILED, PASSED, SKIPPED, Outcome, read_junit
 from tilegate.tilelang_versions import venv_python
 
-# smoke (default): the first tile config of each kernel's table, both dtypes, causal, plus the
-# fp16-accumulating twin of the first prefill config; full: every case (-m "compile or isa").
+if TYPE_CHECKING:
+    from tilegate.kernels.registry import KernelCase
+
+TIERS = "compile or isa"  # the marker expression of the tiers
+# smoke (default): the smoke cases' tests (smoke_cases); full: every test of the tiers
 SCOPE = os.environ.get("TILEGATE_TL012_SCOPE", "smoke")
+PLUGIN = __name__
+SMOKE_OPTION, MODULES_OPTION = "--tilegate-smoke-cases", "--tilegate-list-modules"
 
 
-def smoke_node_ids() -> list[str]:
-    """Compile, ISA and golden tests of the smoke subset, as node ids of this checkout."""
+def smoke_cases() -> list[KernelCase]:
+    """The first tile config of each kernel's table, per head_dim, both dtypes, causal; and the
+    fp16-accumulating twin of each such config that has one (tilegate.fixtures.compile_cases)."""
+    from tilegate.fixtures.compile_cases import cases, fp16_accum_cases  # lowers nothing, but imports TileLang
 
     first: dict[tuple[str, int], str] = {}  # (kernel, head_dim) -> its table's first config
     picked = []
     for case in cases("gfx942"):
         cfg = first.setdefault((case.kernel, case.shape.head_dim), case.cfg.name)
         if case.cfg.name == cfg and case.shape.causal:
-            picked.append(case.name)
-    twins = [c.name for c in fp16_accum_cases("gfx942") if c.cfg.name == f"{first[(c.kernel, c.shape.head_dim)]}-acc16"]
-    ids = []
-    for name in picked:
-        ids += [f"suite/test_compile.py::test_lowers_for_gfx942[{name}]",
-                f"suite/test_isa.py::test_gfx942_isa[{name}]",
-                f"suite/test_isa.py::test_matches_golden_snapshot[{name}]"]
-    for name in twins:
-        ids += [f"suite/test_isa.py::test_fp16_accumulation_variant_is_flagged[{name}]",
-                f"suite/test_isa.py::test_matches_golden_snapshot[{name}]"]
-    return ids
+            picked.append(case)
+    return picked + [c for c in fp16_accum_cases("gfx942") if c.cfg.name == f"{first[(c.kernel, c.shape.head_dim)]}-acc16"]
 
 
-def tier_modules() -> list[str]:
-    """The suite's modules with compile or ISA tests: the child collects only these, so a module
-    that imports what the venv lacks (SGLang, transformers) cannot break its collection."""
-    suite = REPO_ROOT / "suite"
-    return [f"suite/{f.name}" for f in sorted(suite.glob("test_*.py"))
-            if f.name != "test_compat_tilelang.py" and any(f"mark.{m}" in f.read_text() for m in ("compile", "isa"))]
+def of_cases(items: list, names: set[str]) -> tuple[list, list]:
+    """(kept, dropped): a test is kept when its ``case`` parameter is one of ``names``."""
+    kept: list = []
+    dropped: list = []
+    for item in items:
+        case = getattr(item, "callspec", None) and item.callspec.params.get("case")
+        (kept if getattr(case, "name", None) in names else dropped).append(item)
+    return kept, dropped
 
+
+# --- the plugin, in the pytest processes run_tiers starts ----------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(SMOKE_OPTION, action="store_true", help="run only the tests of the smoke cases")
+    parser.addoption(MODULES_OPTION, metavar="FILE", help="write the selected tests' modules to FILE (JSON)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption(SMOKE_OPTION):
+        kept, dropped = of_cases(items, {c.name for c in smoke_cases()})
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if out := session.config.getoption(MODULES_OPTION):
+        modules = {str(item.path.relative_to(session.config.rootpath)) for item in session.items}
+        Path(out).write_text(json.dumps(sorted(modules)))
+
+
+# --- the driver ----------------------------------------------------------------------------
 
 @dataclass
 class TierResult:
     returncode: int
     wall_s: float
     log: Path
-    passed: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)  # "test id: message (its first lines)"
-    skipped: list[str] = field(default_factory=list)  # "test id: reason"
+    outcomes: list[Outcome] = field(default_factory=list)  # the child's JUnit XML
+
+    def of(self, *kinds: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.kind in kinds]
+
+    @property
+    def passed(self) -> list[Outcome]:
+        return self.of(PASSED)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return self.of(FAILED, ERROR)
+
+    @property
+    def skipped(self) -> list[Outcome]:
+        return self.of(SKIPPED)
 
 
-def _read_junit(path: Path, result: TierResult) -> None:
-    for tc in ET.parse(path).getroot().iter("testcase"):
-        test = f"{tc.get('classname')}::{tc.get('name')}"
-        outcome = next((child for child in tc if child.tag in ("failure", "error", "skipped")), None)
-        if outcome is None:
-            result.passed.append(test)
-            continue
-        message = [m for m in (outcome.get("message") or "").strip().splitlines() if m.strip()]
-        message = [m for m in message if not m.lstrip().startswith("assert ")][:8] or [outcome.tag]
-        line = f"{test}: " + "\n    ".join(message)
-        (result.skipped if outcome.tag == "skipped" else result.failed).append(line)
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS" and not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)  # this checkout's tilegate, wherever the venv was made
+    return env
+
+
+def tier_modules(timeout: float = 600) -> list[str]:
+    """The suite's modules with tests of the tiers, as this environment's pytest collects them."""
+    with tempfile.TemporaryDirectory(prefix="tilegate-tiers-") as scratch:
+        listing = Path(scratch) / "modules.json"
+        cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "-p", PLUGIN,
+               f"{MODULES_OPTION}={listing}", f"--artifacts={scratch}", "--keep-artifacts", "-m", TIERS, "suite"]
+        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0 or not listing.is_file():
+            raise RuntimeError(f"collecting the {TIERS} tests failed (pytest exited {proc.returncode}):\n"
+                               f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        return json.loads(listing.read_text())
 
 
 def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool = False,
               timeout: float = 3600) -> TierResult:
     """The compile + ISA tiers of this checkout under ``version``'s venv, in a subprocess: the
-    smoke subset on one process, or with SCOPE full or ``update_golden`` (which re-records every
-    snapshot of ``version``) all of them on two xdist workers."""
+    smoke cases' tests on one process, or with SCOPE full or ``update_golden`` (which re-records
+    every snapshot of ``version``) all of them on two xdist workers."""
     artifacts.mkdir(parents=True, exist_ok=True)
     log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
     junit.unlink(missing_ok=True)  # never read an earlier run's results
     full = SCOPE == "full" or update_golden
-    select = ["-n", "2", "-m", "compile or isa", *tier_modules()] if full else ["-n", "0", *smoke_node_ids()]
+    select = ["-n", "2"] if full else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
     cmd = [str(venv_python(version)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--artifacts={artifacts}", f"--tilegate-cache={cache}", f"--junitxml={junit}",
-           *(["--update-golden"] if update_golden else []), *select]
-    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS" and not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)  # this checkout's tilegate, wherever the venv was made
+           *(["--update-golden"] if update_golden else []), *select, "-m", TIERS, *tier_modules()]
     start = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-    result = TierResult(proc.returncode, time.monotonic() - start, log)
-    if junit.is_file():
-        _read_junit(junit, result)
-    return result
+        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+    return TierResult(proc.returncode, time.monotonic() - start, log, read_junit(junit) if junit.is_file() else [])

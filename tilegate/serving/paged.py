@@ -44,7 +44,7 @@ def _shape(q, k_pool, v_pool) -> AttentionShape:
 def _dense(q: torch.Tensor) -> torch.Tensor:
     """q in the kernels' dense [tokens, heads, head_dim] layout. SGLang hands a view of its fused
     qkv projection (RoPE applied in place), whose rows are (q_heads + 2 kv_heads) * head_dim apart:
-    one copy of the batch's queries, a few microseconds against the attention itself (README)."""
+    one copy of the batch's queries, about 0.2% of a 32 x 1024-token prefill (docs/serving.md)."""
     return q if q.is_contiguous() else q.contiguous()
 
 

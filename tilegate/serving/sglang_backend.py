@@ -11,7 +11,7 @@ and expects [tokens, q_heads * head_dim] back in q's dtype. Like SGLang's torch_
 this one first writes the new K/V into the pool (set_kv_buffer), then attends over the pool.
 
 The attention itself is an ``ops`` object (``extend``, ``decode``): the paged kernels here; the
-gate's harness passes their FP32 torch reference instead (tilegate.harness.sglang_instrumented).
+gate's harness passes their FP32 torch reference instead (tilegate.harness.sglang.instrumented).
 What the kernels do not support is refused with ``UnsupportedByTileLangBackend`` (the checks are
 in tilegate.serving.sglang_checks); nothing ever falls back to another backend.
 """

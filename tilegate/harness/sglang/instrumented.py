@@ -1,42 +1,17 @@
-"""The gate's instrumented SGLang plugin (entry point ``tilelang-harness``): test-only.
-
-The harness child (tilegate.harness.sglang_child) lets SGLang load this plugin in place of the
-production one (tilegate.harness.sglang_protocol.child_env) and names a marker folder; elsewhere
-``register`` does nothing. In every SGLang process it then registers:
-
-  tilelang                        the production backend and plugin, observed: each process it
-                                  registers in, each backend built and each batch it served leaves
-                                  a marker (``batch`` records: what the kernels were given)
-  tilelang-planted-BUG            the production kernels with a planted bug (GPU): stale_kv (each
-                                  decode query misses its own key), scale10 (softmax scale x1.1),
-                                  prefix_off_by_one (the extend kernel's EXTEND_DEFECTS: rows after
-                                  a cached prefix misplaced), drop_smallest_split (the decode
-                                  combine's COMBINE_DEFECTS)
-  tilelang-reference              the production adapter over the kernels' FP32 torch reference
-                                  (tilegate.references.paged): SGLang's CPU engine can serve it
-  tilelang-reference-planted-BUG  the same with a planted bug, the CPU comparisons' self-test:
-                                  scale (x1.25), stale_kv, scale10 (x1.1: keeps the long-context
-                                  model's greedy tokens but moves their logprobs)
+"""The backends of the gate's instrumented SGLang plugin (tilegate.harness.sglang.plugin, entry
+point ``tilelang-harness``): test-only, imported when SGLang builds one of the backends the plugin
+registers (its docstring lists them). Each observes the production backend: a marker for every
+process it registers in, every backend built and every batch served (``batch`` records: what the
+kernels were given).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from dataclasses import replace
 
-from tilegate.harness import sglang_protocol as proto
+from tilegate.harness.sglang.plugin import KERNEL_BUGS, marker
 from tilegate.serving import sglang_plugin
 from tilegate.serving.sglang_backend import KernelOps, TileLangAttnBackend
-
-REFERENCE = "tilelang-reference"
-# bug -> (softmax scale factor, decode length shift)
-PLANTED_BUGS = {"scale": (1.25, 0), "stale_kv": (1.0, 1), "scale10": (1.1, 0)}
-# the planted bugs of kernel mode: bug -> (softmax scale factor, decode length shift, extend defect, combine defect)
-KERNEL_BUGS = {"stale_kv": (1.0, 1, None, None), "scale10": (1.1, 0, None, None),
-               "prefix_off_by_one": (1.0, 0, "prefix_off_by_one", None),
-               "drop_smallest_split": (1.0, 0, None, "drop_smallest_split")}
 
 
 class ReferenceOps:
@@ -80,14 +55,6 @@ class PlantedKernelOps:
         return self._ops.decode(meta, q, k_pool, v_pool, scale * self.scale_factor, defect=self.combine_defect)
 
 
-def _marker(kind: str, record: dict | None = None) -> None:
-    folder = os.environ.get(proto.MARKER_DIR_ENV)
-    if folder:
-        line = {**(record or {}), "pid": os.getpid(), "ppid": os.getppid(), "time": time.time()}
-        with open(os.path.join(folder, f"{kind}-{os.getpid()}.jsonl"), "a") as f:
-            f.write(json.dumps(line) + "\n")
-
-
 def _capturing() -> bool:
     """Inside SGLang's graph capture (its warm-up runs and a breakable graph's eager attention
     included), or inside any CUDA graph capture: the batch is a dummy, not a request's."""
@@ -112,20 +79,20 @@ class ObservedBackend(TileLangAttnBackend):
         self.served_as, self.planted_bug = served_as, planted_bug
         self._seen: set[str] = set()
         base = TileLangAttnBackend
-        _marker("backend", {"event": "constructed", "mode": self.mode, "served_as": served_as,
+        marker("backend", {"event": "constructed", "mode": self.mode, "served_as": served_as,
                             "planted_bug": planted_bug, "class": base.__qualname__, "module": base.__module__})
 
     def _forward(self, kind, q, k, v, layer, forward_batch, save_kv_cache):
         if kind not in self._seen:
             self._seen.add(kind)
-            _marker("backend", {"event": f"first-{kind}", "mode": self.mode, "served_as": self.served_as})
+            marker("backend", {"event": f"first-{kind}", "mode": self.mode, "served_as": self.served_as})
         if layer.layer_id == 0:
             self._record_batch(kind, q.shape[0], forward_batch)
         return super()._forward(kind, q, k, v, layer, forward_batch, save_kv_cache)
 
     def _record_batch(self, kind: str, tokens: int, forward_batch) -> None:
         if _capturing():  # a dummy batch, and no host reads while a graph is captured
-            _marker("backend", {"event": "batch", "kind": kind, "graph": "capture", "tokens": tokens})
+            marker("backend", {"event": "batch", "kind": kind, "graph": "capture", "tokens": tokens})
             return
         record = {"event": "batch", "kind": kind, "graph": "eager", "tokens": tokens,
                   "requests": len(forward_batch.seq_lens)}
@@ -133,7 +100,7 @@ class ObservedBackend(TileLangAttnBackend):
             prefix = getattr(forward_batch, "extend_prefix_lens_cpu", None)
             prefix = prefix if prefix is not None else forward_batch.extend_prefix_lens.tolist()
             record["prefixed"] = sum(1 for n in prefix if n > 0)  # requests extending a cached prefix
-        _marker("backend", record)
+        marker("backend", record)
 
     def init_forward_metadata_out_graph(self, forward_batch, in_capture: bool = False):
         super().init_forward_metadata_out_graph(forward_batch, in_capture)
@@ -142,38 +109,5 @@ class ObservedBackend(TileLangAttnBackend):
         # before a replay: a padded row has the fill length (1), a real decode row its prompt and one more
         bs = forward_batch.batch_size
         real = int((forward_batch.seq_lens[:bs] > self.get_cuda_graph_seq_len_fill_value()).sum())
-        _marker("backend", {"event": "batch", "kind": "decode", "graph": "replay", "tokens": real,
+        marker("backend", {"event": "batch", "kind": "decode", "graph": "replay", "tokens": real,
                             "requests": real, "padded_to": bs})
-
-
-def _factory(name: str, ops_for=None, planted_bug: str | None = None):
-    def create(model_runner):
-        return ObservedBackend(model_runner, ops_for() if ops_for else None, served_as=name, planted_bug=planted_bug)
-
-    return create
-
-
-def planted_name(bug: str) -> str:
-    """The attention_backend name that serves the reference adapter with ``bug`` planted."""
-    return f"{REFERENCE}-planted-{bug}"
-
-
-def kernel_planted_name(bug: str) -> str:
-    """The attention_backend name that serves the production kernels with ``bug`` planted."""
-    return f"{sglang_plugin.BACKEND_NAME}-planted-{bug}"
-
-
-def register() -> None:
-    if not os.environ.get(proto.MARKER_DIR_ENV):
-        return  # not under the gate's harness: leave SGLang as the production plugin set it up
-    sglang_plugin.register()  # production first, then observed in its place
-    sglang_plugin.register_backend(sglang_plugin.BACKEND_NAME, _factory(sglang_plugin.BACKEND_NAME))
-    sglang_plugin.register_backend(REFERENCE, _factory(REFERENCE, ReferenceOps))
-    for bug, (scale, shift) in PLANTED_BUGS.items():  # every planted bug, each under its own name
-        name = planted_name(bug)
-        sglang_plugin.register_backend(name, _factory(name, lambda s=scale, d=shift: ReferenceOps(s, d), bug))
-    for bug in KERNEL_BUGS:
-        name = kernel_planted_name(bug)
-        sglang_plugin.register_backend(name, _factory(name, lambda b=bug: PlantedKernelOps(b), bug))
-    names = [sglang_plugin.BACKEND_NAME, REFERENCE, *map(planted_name, PLANTED_BUGS), *map(kernel_planted_name, KERNEL_BUGS)]
-    _marker("registered", {"names": names})

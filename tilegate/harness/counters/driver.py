@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
-import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilegate.harness.baseline import BaselineStore, Regression
+from tilegate.harness.counters import protocol
 from tilegate.paths import REPO_ROOT
 
-BASELINE_DIR = REPO_ROOT / "suite" / "baselines" / "counters"
+BASELINES = BaselineStore(REPO_ROOT / "suite" / "baselines" / "counters", "launches")
 
 NCU_METRICS = (
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -68,10 +67,6 @@ class Launch:
     @property
     def key(self) -> str:
         return f"{self.kernel}-{self.config}"
-
-
-def device_slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def find_ncu() -> str | None:
@@ -135,16 +130,6 @@ def parse_ncu_csv(text: str) -> list[dict]:
     return [launches[i] for i in sorted(launches)]
 
 
-def launch_names(stdout: str) -> list[tuple[str, str]]:
-    prefix = "tilegate-counters: launch "
-    return [(words[0], words[1]) for line in stdout.splitlines() if line.startswith(prefix)
-            for words in [line.removeprefix(prefix).split()]]
-
-
-def _child(family: str) -> list[str]:
-    return [sys.executable, "-m", "tilegate.harness.counters_child", family]
-
-
 def _named(names: list[tuple[str, str]], figures: list[dict], what: str) -> list[Launch]:
     if len(names) != len(figures):
         raise ProfilerError(f"{what} profiled {len(figures)} launches, the workload made {len(names)}: {names}")
@@ -152,21 +137,19 @@ def _named(names: list[tuple[str, str]], figures: list[dict], what: str) -> list
 
 
 def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
-    from tilegate.harness.counters_child import PROFILED
-
     ncu = find_ncu()
     if ncu is None:
         raise ProfilerError("ncu not found on PATH or in /usr/local/cuda/bin")
-    cmd = [ncu, "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", f"regex:{PROFILED}", *_child(family)]
+    cmd = [ncu, "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", f"regex:{protocol.PROFILED}", *protocol.child_command(family)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if "ERR_NVGPUCTRPERM" in proc.stdout + proc.stderr:
         raise CountersNotReadable("ncu may not read GPU counters here (ERR_NVGPUCTRPERM: needs admin or "
                                   "NVreg_RestrictProfilingToAdminUsers=0)")
-    if proc.returncode or "tilegate-counters: done" not in proc.stdout:
+    if proc.returncode or not protocol.finished(proc.stdout):
         raise ProfilerError(f"ncu run of {family} failed (exit {proc.returncode}); log {log}:\n{proc.stderr[-3000:]}")
-    return _named(launch_names(proc.stdout), [ncu_figures(m) for m in parse_ncu_csv(proc.stdout)], f"ncu ({family})")
+    return _named(protocol.launch_names(proc.stdout), [ncu_figures(m) for m in parse_ncu_csv(proc.stdout)], f"ncu ({family})")
 
 
 def rocprof_figures(counters: dict) -> dict:
@@ -188,52 +171,42 @@ def parse_rocprof_csv(text: str) -> list[dict]:
 
 
 def run_rocprof(family: str, out_dir: Path, timeout_s: float = 900) -> list[Launch]:
-    from tilegate.harness.counters_child import PROFILED
-
     rocprof = shutil.which("rocprofv3")
     if rocprof is None:
         raise ProfilerError("rocprofv3 not found on PATH")
-    cmd = [rocprof, "--pmc", *ROCPROF_COUNTERS, "--kernel-include-regex", PROFILED, "--output-format", "csv",
-           "-d", str(out_dir), "-o", family, "--", *_child(family)]
+    cmd = [rocprof, "--pmc", *ROCPROF_COUNTERS, "--kernel-include-regex", protocol.PROFILED, "--output-format", "csv",
+           "-d", str(out_dir), "-o", family, "--", *protocol.child_command(family)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     (out_dir / f"{family}.log").write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     tables = sorted(out_dir.rglob("*counter_collection.csv"))
     if proc.returncode or not tables:
         raise ProfilerError(f"rocprofv3 run of {family} failed (exit {proc.returncode}); see {out_dir}")
     figures = [rocprof_figures(c) for c in parse_rocprof_csv(tables[-1].read_text())]
-    return _named(launch_names(proc.stdout), figures, f"rocprofv3 ({family})")
+    return _named(protocol.launch_names(proc.stdout), figures, f"rocprofv3 ({family})")
 
 
 def load_baseline(device: str) -> dict | None:
-    path = BASELINE_DIR / f"{device_slug(device)}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return BASELINES.load(device)
 
 
 def update_baseline(device: str, launches: list[Launch]) -> Path:
     """Merge ``launches`` into the device's baseline file (other kernels' entries stay)."""
-    path = BASELINE_DIR / f"{device_slug(device)}.json"
-    data: dict = json.loads(path.read_text()) if path.is_file() else {"device": device, "launches": {}}
-    for launch in launches:
-        data["launches"][launch.key] = {k: v for k, v in launch.figures.items() if k in TOLERANCES and v is not None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    return path
+    return BASELINES.merge(device, {launch.key: {k: v for k, v in launch.figures.items() if k in TOLERANCES and v is not None}
+                                    for launch in launches})
 
 
-def regressions(launch: Launch, baseline: dict) -> list[str]:
-    """What moved past its tolerance against ``baseline`` (the launch's entry), in words."""
+def regressions(launch: Launch, baseline: dict) -> list[Regression]:
+    """What moved past its tolerance against ``baseline`` (the launch's entry)."""
     found = []
     for figure, base in baseline.items():
         if figure not in TOLERANCES or (figure == "dram_pct" and launch.kernel not in JUDGED_DRAM):
             continue
         value = launch.figures.get(figure)
         direction, rel, absolute = TOLERANCES[figure]
-        if value is None:
-            found.append(f"{figure}: no value this run (baseline {base:.3g})")
-        elif direction == "max" and value > base * (1 + rel) + absolute:
-            found.append(f"{figure} {value:.3g} > baseline {base:.3g} (+{rel:.0%} +{absolute})")
-        elif direction == "min" and value < base * (1 - rel):
-            found.append(f"{figure} {value:.3g} < baseline {base:.3g} (-{rel:.0%})")
+        worse = value is None or (value > base * (1 + rel) + absolute if direction == "max" else value < base * (1 - rel))
+        if worse:
+            bound = f"+{rel:.0%} +{absolute}" if direction == "max" else f"-{rel:.0%}"
+            found.append(Regression(launch.key, figure, value, base, bound))
     return found
 
 

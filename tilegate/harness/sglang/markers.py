@@ -1,9 +1,35 @@
 """What an engine's backend served, read from the instrumented plugin's markers
-(tilegate.harness.sglang_instrumented; the child gathers them per phase in ``markers``)."""
+(tilegate.harness.sglang.plugin and .instrumented; the child gathers them per phase in ``markers``)."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+from tilegate.harness.sglang.protocol import MARKER_DIR_ENV
+
+
+def read_markers(folder: Path) -> dict:
+    """In the child: each SGLang process's records in ``folder`` (tilegate.harness.sglang.plugin,
+    .instrumented): where the plugin registered, and each backend built and the batches it served."""
+    out: dict = {"registered_pids": [], "backend": []}
+    for path in sorted(folder.iterdir()):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        if path.name.startswith("registered-"):
+            out["registered_pids"] += [r["pid"] for r in records]
+        elif path.name.startswith("backend-"):
+            out["backend"] += records
+    return out
+
+
+def use_marker_dir(folder: Path) -> Path:
+    """In the child: SGLang processes started from now on (they inherit the environment) record into
+    ``folder``, and so does the plugin here: a later phase's markers stay apart from the earlier ones."""
+    folder.mkdir(exist_ok=True)
+    os.environ[MARKER_DIR_ENV] = str(folder)
+    return folder
 
 
 @dataclass(frozen=True)

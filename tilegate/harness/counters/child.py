@@ -1,7 +1,7 @@
 """The counters tier's workload: one launch of each kernel on each local config, at a size that
-fills the GPU, run under a profiler (ncu or rocprofv3) by tilegate/harness/counters.py:
+fills the GPU, run under a profiler (ncu or rocprofv3) by tilegate/harness/counters/driver.py:
 
-    python -m tilegate.harness.counters_child FAMILY
+    python -m tilegate.harness.counters.child FAMILY
 
 It prints one ``tilegate-counters: launch <kernel> <config>`` line per profiled launch, in launch
 order, so that the profiler's N-th record can be named. Decode runs split and combine; only the
@@ -18,7 +18,8 @@ import torch
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
-from tilegate.harness.sanitize_child import launch_paged
+from tilegate.harness.counters import protocol
+from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
@@ -30,11 +31,10 @@ PREFILL_SEQ = 4096
 EXTEND = ((8192,), (3782,))  # 3782 new tokens over a 4410-token prefix
 DECODE = tuple([8192] * 32)  # batch 32 x context 8192 over a scattered pool: bandwidth-bound
 FAMILIES = {"prefill": "flash_fwd", "extend": "paged_extend", "decode": "paged_decode_split"}
-PROFILED = "flash_fwd_kernel|paged_extend_kernel|paged_decode_split_kernel"  # kernel-name regex
 
 
 def _say(kernel: str, cfg) -> None:
-    print(f"tilegate-counters: launch {kernel} {cfg.name}", flush=True)
+    print(protocol.launch_line(kernel, cfg.name), flush=True)
 
 
 def run(family: str) -> None:
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("family", choices=sorted(FAMILIES))
     run(parser.parse_args(argv).family)
     torch.cuda.synchronize()
-    print("tilegate-counters: done", flush=True)
+    print(protocol.DONE, flush=True)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The serving benchmark inside the SGLang child (tilegate.harness.sglang_child, spec key "bench"):
+"""The serving benchmark inside the SGLang child (tilegate.harness.sglang.child, spec key "bench"):
 the same model served by each backend, the same random prompts for each, the figures MI300X users
 quote. Every backend's engine is started first and stays resident; then ``rounds`` rounds measure
 each backend in turn (A B A B ...), so that a machine's drift moves both sides of a ratio alike.
@@ -8,7 +8,7 @@ prompts of ``input_len`` tokens), output tokens per second for that batch genera
 ``output_len`` tokens each, and for one ``long_len``-token prompt its time to first token and its
 decode tokens per second over ``long_output`` more tokens. The radix cache is off, so a repeated
 prompt is prefilled again. Times are wall-clock seconds of ``engine.generate`` calls after a
-warm-up request. ``records`` puts them as the perf tier's records (tilegate.harness.perf): the
+warm-up request. ``records`` puts them as the perf tier's records (tilegate.harness.perf.driver): the
 first backend's figure over the peer's (the last backend), per round, median and spread.
 """
 

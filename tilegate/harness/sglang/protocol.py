@@ -1,8 +1,8 @@
 """The files and variables through which the SGLang driver (the gate's pytest process) and its
-child (``python -m tilegate.harness.sglang_child`` in SGLang's python) talk. One place for names.
+child (``python -m tilegate.harness.sglang.child`` in SGLang's python) talk. One place for names.
 
 In the run's work folder:
-  spec.json      what to serve (driver -> child; tilegate.harness.sglang_child.main says its keys)
+  spec.json      what to serve (driver -> child; tilegate.harness.sglang.child.main says its keys)
   result.json    generations, reference, errors, markers (child -> driver)
   exit-code      the child's exit status, written by the ``sh`` that runs it
   child.log      the child's output
@@ -21,7 +21,7 @@ from tilegate.paths import REPO_ROOT
 SPEC, RESULT, EXIT_CODE, LOG = "spec.json", "result.json", "exit-code", "child.log"
 MARKERS, STARTED, START_LOCK = "markers", "started", "start.lock"
 
-# Set in the child's environment: the instrumented plugin (tilegate.harness.sglang_instrumented)
+# Set in the child's environment: the instrumented plugin (tilegate.harness.sglang.plugin)
 # acts only when MARKER_DIR_ENV names a folder, and SGLANG_PLUGINS lets only it load.
 MARKER_DIR_ENV = "TILEGATE_SGLANG_MARKER_DIR"
 HARNESS_PLUGIN = "tilelang-harness"

@@ -1,6 +1,6 @@
-"""Serving inside the SGLang child (tilegate.harness.sglang_child): an engine per backend, greedy
-generation on token ids with each step's top-k, and prompt logprobs aligned with the FP32
-reference's rows (tilegate.harness.sglang_reference).
+"""Serving inside the SGLang child (tilegate.harness.sglang.child): the model a spec names, an
+engine per backend, greedy generation on token ids with each step's top-k, and prompt logprobs
+aligned with the FP32 reference's rows (tilegate.harness.sglang.reference).
 
 A prompt of the child's spec is a ``Request``: its token ids, how many tokens to generate, and
 optionally the first prompt row whose logprob is asked for (``logprob_start``): row i is
@@ -24,6 +24,24 @@ class Request:
     ids: list[int]
     max_new_tokens: int
     logprob_start: int | None = None  # None: no prompt logprobs
+
+
+def model_path(which: str) -> str:
+    """"trained": the trained tiny Llama-3 (built and trained once per machine, cached);
+    "long-context": the tiny Llama-3 trained for retrieval (fixtures/long_context_llama.py);
+    "tiny": the random one; "llama3-8b-shape": a config without weights (load_format="dummy");
+    anything else: a checkpoint folder (a local Meta-Llama-3)."""
+    from tilegate.fixtures import llama3_shape, long_context_llama, tiny_llama, tiny_llama_train
+
+    if which == "trained":
+        return str(tiny_llama_train.ensure_trained_tiny_llama())
+    if which == "long-context":
+        return str(long_context_llama.ensure_long_context_llama())
+    if which == "llama3-8b-shape":
+        return str(llama3_shape.ensure_llama3_8b_shape())
+    if which == "tiny":
+        return str(tiny_llama.ensure_tiny_llama(tiny_llama.TINY_LLAMA))
+    return which
 
 
 def engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "float32", **kw):

@@ -1,10 +1,10 @@
 """The FP32 reference inside the SGLang child: Hugging Face transformers in float32 on the same
-token ids the engines get (tilegate.harness.sglang_serve.Request), greedy with each step's top-k,
+token ids the engines get (tilegate.harness.sglang.serve.Request), greedy with each step's top-k,
 plus prompt logprobs from each request's ``logprob_start``."""
 
 from __future__ import annotations
 
-from tilegate.harness.sglang_serve import Request
+from tilegate.harness.sglang.serve import Request
 
 
 def fp32_reference(model: str, rounds: list[list[Request]], top_k: int, device: str, attention: str = "sdpa") -> list:

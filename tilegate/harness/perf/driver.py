@@ -1,4 +1,4 @@
-"""The perf tier: run tilegate/harness/perf_child.py, tabulate and chart its records, and judge each
+"""The perf tier: run tilegate/harness/perf/child.py, tabulate and chart its records, and judge each
 kernel's speed ratio to its peer against the device's committed baseline
 (suite/baselines/perf/<device>.json).
 
@@ -14,15 +14,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tilegate.harness.counters import device_slug
+from tilegate.harness.baseline import BaselineStore, Regression
+from tilegate.harness.perf import protocol
 from tilegate.paths import REPO_ROOT
 
-BASELINE_DIR = REPO_ROOT / "suite" / "baselines" / "perf"
+BASELINES = BaselineStore(REPO_ROOT / "suite" / "baselines" / "perf", "records")
 TOLERANCE_FLOOR, NOISE_FACTOR = 0.05, 3.0
-MARK = "tilegate-perf: "
 
 
 class PerfRunFailed(RuntimeError):
@@ -30,15 +29,15 @@ class PerfRunFailed(RuntimeError):
 
 
 def run_child(log: Path, *args: str, timeout_s: float = 1500) -> dict:
-    cmd = [sys.executable, "-m", "tilegate.harness.perf_child", *args]
+    cmd = protocol.child_command(*args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(proc.stdout + proc.stderr)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode or not lines:
+    doc = protocol.read_record(proc.stdout)
+    if proc.returncode or doc is None:
         raise PerfRunFailed(f"perf child exited {proc.returncode} without its record (log: {log}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len(MARK):])
+    return doc
 
 
 def key(record: dict) -> str:
@@ -93,13 +92,8 @@ def write_artifacts(runs: list[dict], out: Path) -> None:
     chart(runs[0], out / "perf.png")
 
 
-def baseline_path(device: str) -> Path:
-    return BASELINE_DIR / f"{device_slug(device)}.json"
-
-
 def load_baseline(device: str) -> dict | None:
-    path = baseline_path(device)
-    return json.loads(path.read_text()) if path.is_file() else None
+    return BASELINES.load(device)
 
 
 def baseline_from(runs: list[dict]) -> dict:
@@ -116,22 +110,18 @@ def baseline_from(runs: list[dict]) -> dict:
 
 
 def update_baseline(device: str, runs: list[dict]) -> Path:
-    path = baseline_path(device)
-    data: dict = json.loads(path.read_text()) if path.is_file() else {"device": device, "records": {}}
-    data["records"].update(baseline_from(runs))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    return path
+    return BASELINES.merge(device, baseline_from(runs))
 
 
-def regressions(doc: dict, baseline: dict) -> list[str]:
-    """Every record whose ratio fell below its baseline by more than the record's tolerance."""
+def regressions(doc: dict, baseline: dict) -> list[Regression]:
+    """Every record whose ratio fell below its baseline by more than the record's tolerance, or
+    that has no baseline entry."""
     bad = []
     for r in doc["records"]:
         base = baseline.get(key(r))
         if base is None:
-            bad.append(f"{key(r)}: no baseline entry (record one with --update-perf-baseline)")
+            bad.append(Regression(key(r), "ratio", r["ratio"], None, ""))
         elif r["ratio"] < base["ratio"] * (1 - base["tolerance"]):
-            bad.append(f"{key(r)}: {r['ratio']:.2f}x the peer, baseline {base['ratio']:.2f}x "
-                       f"(allowed fall {base['tolerance']:.0%}, measured noise {base['noise']:.1%})")
+            bad.append(Regression(key(r), "ratio", r["ratio"], base["ratio"], f"-{base['tolerance']:.0%}",
+                                  f"measured noise {base['noise']:.1%}"))
     return bad

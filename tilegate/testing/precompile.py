@@ -2,7 +2,7 @@
 
 A test compiles a kernel when it first launches it, on one core: the tests of one xdist group
 wait on their compiles one after another, and two groups that launch one kernel both compile it.
-On the H200 that made the GPU tier compile-bound (README, "The GPU tiers"). So a GPU test
+On the H200 that made the GPU tier compile-bound (docs/gpu-tiers.md). So a GPU test
 declares what it launches with the ``builds`` mark, and before any test runs, one process per CPU
 compiles every declared kernel of the selected, runnable tests into TileLang's disk cache; the
 tests load them from there. A build that fails here is only counted: the test that launches it
@@ -11,12 +11,13 @@ compiles it again, and fails with the real error.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from tilegate.kernels.problem import AttentionShape
 
@@ -87,20 +88,47 @@ def default_processes() -> int:
     return int(os.environ.get(PROCESSES_ENV, len(os.sched_getaffinity(0))))
 
 
-def precompile(builds: Iterable[Build], target: str, processes: int) -> str:
-    """Compile ``builds`` for ``target`` (the local GPU's table) on ``processes`` processes; one
-    line saying what it did."""
+@dataclass(frozen=True)
+class PrecompileResult:
+    """What a precompile did: ``failed`` names each build that did not compile, with its error type."""
+
+    kernels: int
+    target: str
+    processes: int
+    seconds: float = 0.0
+    failed: tuple[str, ...] = field(default=())
+
+    @property
+    def compiled_ahead(self) -> bool:
+        return self.kernels > 0 and self.processes > 0
+
+    def summary(self) -> str:
+        if not self.compiled_ahead:
+            return f"precompile: {self.kernels} kernels, {self.processes} processes: nothing compiled ahead"
+        line = f"precompile: {self.kernels} kernels for {self.target} in {self.seconds:.0f} s on {self.processes} processes"
+        if self.failed:
+            line += (f"; {len(self.failed)} failed (their tests compile them again and report why): "
+                     f"{'; '.join(self.failed[:3])}")
+        return line
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> PrecompileResult:
+        data = json.loads(text)
+        return cls(**{**data, "failed": tuple(data["failed"])})
+
+
+def precompile(builds: Iterable[Build], target: str, processes: int) -> PrecompileResult:
+    """Compile ``builds`` for ``target`` (the local GPU's table) on ``processes`` processes."""
     todo = sorted({b for build in builds for b in build.resolved(target)},
                   key=lambda b: (COMPILE_ORDER.get(b.kernel, 0), repr(b)))
     if not todo or processes < 1:
-        return f"precompile: {len(todo)} kernels, {processes} processes: nothing compiled ahead"
+        return PrecompileResult(len(todo), target, processes)
     start = time.perf_counter()
     workers = min(processes, len(todo))
     # spawn: the caller may have a GPU context, which a forked child must not inherit
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        failed = [why for why in pool.map(_compile_one, todo) if why]
-    seconds = time.perf_counter() - start
-    line = f"precompile: {len(todo)} kernels for {target} in {seconds:.0f} s on {workers} processes"
-    if failed:
-        line += f"; {len(failed)} failed (their tests compile them again and report why): {'; '.join(failed[:3])}"
-    return line
+        failed = tuple(why for why in pool.map(_compile_one, todo) if why)
+    return PrecompileResult(len(todo), target, workers, time.perf_counter() - start, failed)

@@ -1,7 +1,7 @@
 """The perf tier's workload: each kernel family on each local config, timed against torch SDPA in
-the same process, on one GPU, with nothing else running (tilegate/harness/perf.py starts it):
+the same process, on one GPU, with nothing else running (tilegate/harness/perf/driver.py starts it):
 
-    python -m tilegate.harness.perf_child [--defect extra_exp] [--families prefill,extend,decode]
+    python -m tilegate.harness.perf.child [--defect extra_exp] [--families prefill,extend,decode]
 
 Times are medians of CUDA/HIP event timings after warm-up, in ``rounds`` interleaved rounds (kernel,
 peer, kernel, peer, ...) so that the machine's drift hits both sides alike. The last line printed is
@@ -13,7 +13,6 @@ copy bandwidth measured in the same run). Shapes: Llama-3-8B heads (32:8), head_
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
+from tilegate.harness.perf import protocol
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if "decode" in families:
         records, doc["host"] = decode()
         doc["records"] += records
-    print("tilegate-perf: " + json.dumps(doc), flush=True)
+    print(protocol.record_line(doc), flush=True)
     return 0
 
 

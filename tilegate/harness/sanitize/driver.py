@@ -11,10 +11,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tilegate.harness.sanitize import protocol
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # memcheck flags an access only outside every live allocation, and the driver places allocations
@@ -65,7 +66,7 @@ def parse_summary(tool: str, text: str) -> tuple[int, int] | None:
 
 
 def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float = 900) -> SanitizerResult:
-    """``python -m tilegate.harness.sanitize_child child_args`` under ``tool``; its output goes to ``log``."""
+    """``python -m tilegate.harness.sanitize.child child_args`` under ``tool``; its output goes to ``log``."""
     if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}: known {TOOLS}")
     sanitizer = find_compute_sanitizer()
@@ -76,7 +77,7 @@ def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float 
         cmd += ["--racecheck-report", "all"]  # hazards and the analysis summary both
     if tool == "memcheck":
         cmd += ["--padding", str(MEMCHECK_PADDING_BYTES)]
-    cmd += [sys.executable, "-m", "tilegate.harness.sanitize_child", *child_args]
+    cmd += protocol.child_command(*child_args)
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -92,19 +93,19 @@ def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float 
     if summary is None:
         tail = "\n".join(text.splitlines()[-30:])
         raise SanitizerRunError(f"{tool} gave no verdict (exit {proc.returncode}); log {log}:\n{tail}")
-    completed = "tilegate-sanitize: done" in text
+    completed = protocol.finished(text)
     return SanitizerResult(tool, *summary, completed, proc.returncode, log, time.monotonic() - start)
 
 
 def run_asan(child_args: list[str], log: Path, timeout_s: float = 900) -> SanitizerResult:
     """ROCm's counterpart: the workload built with device AddressSanitizer (gfx942:xnack+), run with
     HSA_XNACK=1. Each ``ERROR: AddressSanitizer`` report counts as one error."""
-    cmd = [sys.executable, "-m", "tilegate.harness.sanitize_child", *child_args, "--asan"]
+    cmd = protocol.child_command(*child_args, "--asan")
     env = {**os.environ, "HSA_XNACK": "1", "PYTHONUNBUFFERED": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
     text = log.read_text(errors="replace")
-    return SanitizerResult("asan", text.count("ERROR: AddressSanitizer"), 0, "tilegate-sanitize: done" in text,
+    return SanitizerResult("asan", text.count("ERROR: AddressSanitizer"), 0, protocol.finished(text),
                            proc.returncode, log, time.monotonic() - start)

@@ -1,7 +1,7 @@
 """One sanitizer run's workload: launch one kernel family on every local config over small inputs
 that reach every tail and mask path. Run as
 
-    compute-sanitizer --tool T python -m tilegate.harness.sanitize_child FAMILY [--defect D] [--plain-stores]
+    compute-sanitizer --tool T python -m tilegate.harness.sanitize.child FAMILY [--defect D] [--plain-stores]
 
 so that the sanitizer judges this process alone: the gate's launches plus the torch ops that make
 inputs and read outputs back. Every tensor is its own device allocation (the parent sets
@@ -20,12 +20,13 @@ import sys
 import torch
 
 from tilegate import runtime
-from tilegate.fixtures.paged_cases import PagedBatch, PagedCase, paged_batch
+from tilegate.fixtures.paged_cases import PagedCase, paged_batch
+from tilegate.harness.sanitize import protocol
+from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.dtypes import TORCH_DTYPES
-from tilegate.serving.paged import paged_decode, paged_extend
 
 HEADS = (8, 2)  # GQA 4:1, small enough that a sanitized launch takes seconds
 # racecheck's time grows with the blocks launched, and a shared-memory hazard lies within one block.
@@ -43,7 +44,7 @@ ASAN_FLAGS = ["-fsanitize=address", "-shared-libsan", "-fgpu-sanitize", "--offlo
 
 
 def _say(what: str) -> None:
-    print(f"tilegate-sanitize: {what}", flush=True)
+    print(protocol.progress_line(what), flush=True)
 
 
 def _configs(head_dim: int, tables, first_only: bool, fewest_threads: bool = False) -> tuple:
@@ -67,14 +68,6 @@ def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = Fa
                 _say(f"flash_fwd {shape.name} {cfg.name} seq_q={seq_q} seq_k={seq_k}")
                 out = runtime.flash_attention(shape, cfg, q, k, v, defect=defect)
                 float(out.float().sum())  # read the output back, as a caller would
-
-
-def launch_paged(batch: PagedBatch, decode: bool, cfg) -> torch.Tensor:
-    """SGLang's paged decode or extend over ``batch``, with tile config ``cfg``."""
-    common = (batch.q, batch.k_pool, batch.v_pool, batch.req_to_token, batch.req_pool_indices, batch.seq_lens)
-    if decode:
-        return paged_decode(*common, cfg=cfg)
-    return paged_extend(*common, batch.extend_lens, cfg=cfg)
 
 
 def _paged(family: str, head_dim: int, first_only: bool) -> None:

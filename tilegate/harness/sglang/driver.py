@@ -2,9 +2,16 @@
 
 SGLang 0.5.23 lives in its own venv on CPU machines (``.venv-sglang``, scripts/install-sglang-cpu.sh:
 it pins torch 2.14.1, the gate runs 2.13); on the MI300X runner it is the gate's own python. Either
-way one child process (tilegate.harness.sglang_child) tokenizes the prompts once, runs the FP32
+way one child process (tilegate.harness.sglang.child) tokenizes the prompts once, runs the FP32
 transformers reference on those ids, serves the model with each backend asked for and writes JSON;
-the file names are tilegate.harness.sglang_protocol's.
+the file names are tilegate.harness.sglang.protocol's.
+
+Bytecode: on a CPU machine the child, and every SGLang process it starts, imports SGLang, torch and
+transformers afresh (SGLang spawns its scheduler and detokenizer: 8-9 CPU seconds of imports each,
+per engine). .venv-sglang is installed with --no-compile, on the understanding that Python writes
+the bytecode at first import; where the environment says PYTHONDONTWRITEBYTECODE, it never does, and
+every import compiles SGLang's 4,700 modules again (~4.5 CPU s per process). So a CPU child writes
+and reads its bytecode under the venv (``pycache_dir``), outside every source tree.
 """
 
 from __future__ import annotations
@@ -16,7 +23,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from tilegate.harness import sglang_protocol as proto
+from tilegate.harness.sglang import protocol as proto
+
+
+def pycache_dir(python: Path) -> Path:
+    """Where a CPU child's bytecode goes: beside the venv's bin/, removed with the venv."""
+    return Path(python).parent.parent / "pycache"
+
+
+def bytecode_env(env: dict, python: Path) -> dict:
+    """``env`` with Python's bytecode cache on, kept in ``pycache_dir(python)``."""
+    return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
+        "PYTHONPYCACHEPREFIX": str(pycache_dir(python))}
 
 
 class EngineRun:
@@ -53,11 +71,12 @@ class EngineRun:
             markers.mkdir(exist_ok=True)
             spec_path = self.workdir / proto.SPEC
             spec_path.write_text(json.dumps(self.spec, indent=2))
+            env = proto.child_env(markers, cpu=self.cpu)
             with open(self.log, "w") as log:
                 proc = subprocess.Popen(
-                    ["sh", "-c", '"$0" -m tilegate.harness.sglang_child "$1" "$2"; echo $? > "$3"', str(self.python),
+                    ["sh", "-c", '"$0" -m tilegate.harness.sglang.child "$1" "$2"; echo $? > "$3"', str(self.python),
                      str(spec_path), str(self.out), str(self.exit_file)],
-                    cwd=self.workdir, env=proto.child_env(markers, cpu=self.cpu), stdout=log,
+                    cwd=self.workdir, env=bytecode_env(env, self.python) if self.cpu else env, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True)
             self.started.write_text(json.dumps({"time": time.time(), "pgid": proc.pid}))
 
@@ -82,3 +101,22 @@ class EngineRun:
                 os.killpg(json.loads(self.started.read_text())["pgid"], signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+class EngineRuns:
+    """A pytest run's CPU children by name (tilegate.testing.fixtures: the name is the fixture that
+    reads it), started and stopped together. ``start`` takes the names the selected tests read."""
+
+    def __init__(self, runs: dict[str, EngineRun]):
+        self.runs = runs
+
+    def start(self, names=None) -> None:
+        for name in self.runs if names is None else names:
+            self.runs[name].start()
+
+    def result(self, name: str, timeout: float = 900) -> dict:
+        return self.runs[name].result(timeout)
+
+    def stop_if_running(self) -> None:
+        for run in self.runs.values():
+            run.stop_if_running()

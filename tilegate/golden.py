@@ -1,0 +1,48 @@
+"""The committed golden ISA snapshots (suite/golden/gfx942/<toolchain>/tilelang-<version>/) and
+how a build's IsaRecord is compared with its snapshot: field by field, the inner loop's cycles by
+their rise. A changed field is a Violation whose rule is the field's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilegate.isa_checks import Violation
+from tilegate.paths import REPO_ROOT
+
+GOLDEN_ROOT = REPO_ROOT / "suite" / "golden" / "gfx942"
+# The toolchain every commit's CI records snapshots with (scripts/install-gfx942-toolchain.sh).
+REFERENCE_TOOLCHAIN = "debian-cross"
+# What a kernel's code object shows whichever LLVM built it: the matrix instructions, no
+# spills, its LDS (TileLang's figure) and the occupancy they allow. A toolchain with no
+# snapshot of its own (ROCm's on the MI300X runner, at first) is held to these.
+TOOLCHAIN_INDEPENDENT = ("mfma", "vgpr_spill_count", "sgpr_spill_count", "private_segment_bytes", "scratch",
+                         "lds_bytes", "occupancy")
+
+
+def golden_path(name: str, toolchain_kind: str, tilelang_version: str) -> Path:
+    """Snapshots are per toolchain and per TileLang version: each emits different code."""
+    return GOLDEN_ROOT / toolchain_kind / f"tilelang-{tilelang_version}" / f"{name}.json"
+
+
+# The inner loop's llvm-mca estimate is judged by its rise, not by equality: a kernel that got
+# cheaper passes. llvm-mca is deterministic for a given code object and toolchain (rebuilds gave
+# the same figures), so a rise past this fraction fails the golden test.
+CYCLES_FIELD, CYCLES_RISE_LIMIT = "inner_loop_cycles", 0.10
+
+
+def golden_diff(expected: dict, actual: dict, fields=None) -> list[Violation]:
+    keys = sorted(fields or set(expected) | set(actual))
+    diff = [Violation(k, f"golden {expected.get(k)!r} -> now {actual.get(k)!r}") for k in keys
+            if k != CYCLES_FIELD and expected.get(k) != actual.get(k)]
+    if CYCLES_FIELD in keys:
+        diff += cycles_rise(expected.get(CYCLES_FIELD), actual.get(CYCLES_FIELD))
+    return diff
+
+
+def cycles_rise(golden: float | None, now: float | None) -> list[Violation]:
+    if golden is None or now is None:
+        return [] if golden == now else [Violation(CYCLES_FIELD, f"golden {golden!r} -> now {now!r}")]
+    if now > golden * (1 + CYCLES_RISE_LIMIT):
+        return [Violation(CYCLES_FIELD, f"inner loop {golden} -> {now} cycles per iteration "
+                                        f"(+{now / golden - 1:.0%}, over the {CYCLES_RISE_LIMIT:.0%} allowed)")]
+    return []

@@ -1,0 +1,199 @@
+"""The records a run leaves in its artifacts folder, typed: one JSON file per check (ISA, numerics,
+memory, drift, agreement) and the JUnit XML of each pytest command. tilegate/render.py renders
+them (the JSON files, the terminal summary, the step summary); tilegate/report.py writes them.
+
+Standard library only, and nothing else of tilegate at run time: scripts/step_summary.py reads
+these in an ``if: always()`` step, where the gate's environment may never have been set up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from tilegate.isa import IsaReport
+
+ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = "isa", "numerics", "memory", "drift", "agreement"
+PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
+JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
+PLANTED = "planted"  # in the name of every planted-bug record: it must fail
+
+
+def venv_run_dir(version: str) -> str:
+    """The folder, under artifacts/, of the compile + ISA tiers' run under another TileLang
+    (suite/test_compat_tilelang.py): its own isa/ records and junit.xml."""
+    return f"tilelang-{version}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """<artifacts>/<folder>/<name>.json holds every field but ``name``."""
+
+    folder: ClassVar[str]
+    name: str
+
+    def data(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
+
+    @classmethod
+    def from_data(cls: type[R], name: str, data: dict[str, Any]) -> R:
+        """Fields another commit's gate added are left out; a field this one needs and the file
+        lacks is a TypeError (the step summary then names the file it could not show)."""
+        known = {f.name for f in fields(cls)} - {"name"}
+        return cls(name=name, **{k: v for k, v in data.items() if k in known})
+
+
+R = TypeVar("R", bound=Record)
+
+
+def load(artifacts: Path, kind: type[R]) -> list[R]:
+    """Every record of ``kind`` under ``artifacts``, by name."""
+    out = []
+    for f in sorted((artifacts / kind.folder).glob("*.json")):
+        try:
+            out.append(kind.from_data(f.stem, json.loads(f.read_text())))
+        except (OSError, ValueError, TypeError) as e:
+            raise ValueError(f"{kind.folder}/{f.name}: {e}") from e
+    return out
+
+
+@dataclass(frozen=True)
+class IsaRecord(Record):
+    """One gfx942 code object: tilegate.isa.IsaReport.metrics() and the compiler that built it.
+    Its JSON is the golden snapshot's format (suite/golden/, tilegate/golden.py)."""
+
+    folder: ClassVar[str] = ISA_DIR
+    compiler: str
+    target_id: str
+    code_object_version: int
+    wavefront_size: int
+    vgpr_count: int
+    agpr_count: int
+    sgpr_count: int
+    vgpr_spill_count: int
+    sgpr_spill_count: int
+    private_segment_bytes: int
+    lds_bytes: int
+    threads: int
+    occupancy: dict[str, Any]  # tilegate.isa.Occupancy as a dict
+    mfma: dict[str, int]  # instruction histograms
+    lds_reads: dict[str, int]
+    global_loads: dict[str, int]
+    scratch: int
+    inner_loop_cycles: float | None = None  # llvm-mca, per iteration
+
+    @classmethod
+    def from_report(cls, name: str, report: IsaReport) -> IsaRecord:
+        return cls(name=name, compiler=report.compiler, **report.metrics())  # a metric with no field is a TypeError
+
+
+@dataclass(frozen=True)
+class NumericsRecord(Record):
+    """One numerics check: error ratios to plain torch in the same dtype (<= 1 passes), and the errors."""
+
+    folder: ClassVar[str] = NUMERICS_DIR
+    dtype: str
+    passed: bool
+    max_ratio: float
+    mean_ratio: float
+    max_err: float
+    mean_err: float
+    baseline_max_err: float
+    baseline_mean_err: float
+
+
+@dataclass(frozen=True)
+class MemoryRecord(Record):
+    folder: ClassVar[str] = MEMORY_DIR
+    io_bytes: int  # inputs and output
+    extra_bytes_during_call: int
+
+
+@dataclass(frozen=True)
+class DriftRecord(Record):
+    """Error growth with sequence length: DriftSeries.as_dict() each, and their table's lines
+    (tilegate.references.drift.table_lines: rendered where the series are, shown as written)."""
+
+    folder: ClassVar[str] = DRIFT_DIR
+    series: list[dict[str, Any]]
+    table: list[str]
+
+    def plot(self, artifacts: Path) -> Path:
+        return artifacts / self.folder / f"{self.name}.png"
+
+
+@dataclass(frozen=True)
+class AgreementRecord(Record):
+    """Token agreement: Agreement.as_dict() each (or a subclass's), and their table's lines."""
+
+    folder: ClassVar[str] = AGREEMENT_DIR
+    results: list[dict[str, Any]]
+    table: list[str]
+
+
+# --- test outcomes, from the JUnit XML each pytest command writes --------------------------
+
+REASON_CHARS = 300
+FAILED, ERROR, SKIPPED, PASSED = "failed", "error", "skipped", "passed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    test: str  # module::name, as pytest names it
+    kind: str  # FAILED, ERROR, SKIPPED or PASSED
+    reason: str = ""  # one line: why it failed or skipped
+    file: str | None = None  # junit_family xunit1 records the test's file and line
+    line: int | None = None
+
+
+def _reason(element: ET.Element) -> str:
+    """pytest's message (the assertion's text) up to its own ``assert ...`` echo, on one line, cut
+    at REASON_CHARS: a message that ends in ':' is followed by what it announces (the golden
+    snapshot's changed fields, say)."""
+    text = (element.get("message") or element.text or "").strip()
+    lines = []
+    for ln in (ln.strip() for ln in text.splitlines()):
+        if ln.startswith(("assert ", "where ", "+  where")):
+            break
+        if ln:
+            lines.append(ln)
+    joined = " ".join(lines) or element.tag
+    return joined if len(joined) <= REASON_CHARS else joined[:REASON_CHARS - 3] + "..."
+
+
+def read_junit(path: Path) -> list[Outcome]:
+    out = []
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        name = re.sub(r"@[\w.\-]+$", "", tc.get("name", ""))  # xdist's --dist loadgroup adds "@<group>"
+        test = f"{tc.get('classname', '')}::{name}".lstrip(":")
+        raw = tc.get("line")
+        file, line = tc.get("file"), (int(raw) + 1 if raw and raw.isdigit() else None)  # 0-based in the XML
+        marks = {child.tag: child for child in tc if child.tag in ("failure", "error", "skipped")}
+        if "failure" in marks:
+            out.append(Outcome(test, FAILED, _reason(marks["failure"]), file, line))
+        elif "error" in marks:
+            out.append(Outcome(test, ERROR, _reason(marks["error"]), file, line))
+        elif "skipped" in marks:
+            out.append(Outcome(test, SKIPPED, _reason(marks["skipped"]), file, line))
+        else:
+            out.append(Outcome(test, PASSED, "", file, line))
+    return out
+
+
+def junit_files(root: Path) -> list[Path]:
+    return sorted((root / JUNIT_DIR).glob("*.xml"))
+
+
+def verdict(outcomes: list[Outcome], files: int) -> str:
+    if not files:
+        return "no test results"
+    kinds = Counter(o.kind for o in outcomes)
+    if kinds[FAILED] or kinds[ERROR]:
+        return FAILED
+    return PASSED if kinds[PASSED] else SKIPPED

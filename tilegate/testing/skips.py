@@ -1,0 +1,76 @@
+"""The one place that decides skips, from a test's markers and the platform.
+
+  gpu    needs a ROCm or CUDA device
+  rocm   needs a gfx942 (MI300X) device under ROCm
+  cuda   needs a CUDA device
+  llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
+  sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
+         with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
+  tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
+  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
+  sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
+The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
+the install command in it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tilegate import tilelang_versions
+from tilegate.platform import detect
+
+OPT_IN_TIERS = ("sanitize", "counters", "perf")
+
+
+def skip_reason(item: pytest.Item) -> str | None:
+    """Why ``item`` cannot run here, in one line; None when it can. The platform is asked for (torch
+    imported) only by a test whose markers depend on it."""
+    for tier in OPT_IN_TIERS:
+        if item.get_closest_marker(tier) and tier not in (item.config.getoption("markexpr") or ""):
+            return f"opt-in tier: select it with -m {tier}"
+    if item.get_closest_marker("rocm") and not _on_mi300x():
+        return f"no gfx942 ROCm device (have {detect().describe()}): gfx942 runtime checks need an MI300X runner"
+    if item.get_closest_marker("cuda") and detect().kind != "cuda":
+        return f"no CUDA device (have {detect().describe()})"
+    if item.get_closest_marker("gpu") and not detect().has_gpu:
+        return "no GPU: this check runs kernels or compiles for the local GPU"
+    config_target = item.get_closest_marker("config_target")
+    if config_target and detect().config_target != config_target.args[0]:
+        return (f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) uses "
+                f"{detect().config_target or 'no'} table")
+    tilelang_venv = item.get_closest_marker("tilelang_venv")
+    if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
+        return reason  # a venv that is there but broken fails the test
+    return _tool_missing(item) or _input_missing(item)
+
+
+def _on_mi300x() -> bool:
+    return detect().kind == "rocm" and detect().arch == "gfx942"
+
+
+def _tool_missing(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("sanitize") and detect().kind == "cuda":
+        from tilegate.harness.sanitize.driver import find_compute_sanitizer
+
+        if find_compute_sanitizer() is None:
+            return "no compute-sanitizer (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the CUDA toolkit's sanitizer is needed"
+    if item.get_closest_marker("counters") and detect().has_gpu:
+        from tilegate.harness.counters.driver import missing_profiler
+
+        return missing_profiler(detect().kind)
+    return None
+
+
+def _input_missing(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("llama3") and not item.config.getoption("--llama3-path"):
+        return "no Meta-Llama-3 checkpoint: pass --llama3-path=DIR or set TILEGATE_LLAMA3_PATH"
+    if item.get_closest_marker("sglang"):
+        from tilegate.harness.sglang.protocol import gpu_missing_reason, missing_reason
+
+        if item.get_closest_marker("gpu"):  # SGLang's GPU build, in this python
+            return gpu_missing_reason(sys.executable, on_mi300x=_on_mi300x())
+        return missing_reason()  # only a missing venv skips; a broken one fails the tests
+    return None
