@@ -64,12 +64,13 @@ def test_the_smoke_scope_keeps_the_tests_of_the_smoke_cases_only():
 @pytest.mark.compat  # not compile/isa: the cold compile + ISA tier is the running TileLang's alone
 @pytest.mark.tilelang_venv("0.1.12")
 @pytest.mark.slow  # the longest CPU test: scheduled first (tilegate/testing/plugin.py)
-def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, update_golden):
+def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, update_golden, golden_reason):
     """The compile + ISA tiers (smoke subset; TILEGATE_TL012_SCOPE=full for all) in .venv-tl012:
     every selected test must pass there, golden snapshots included (a missing one fails here).
     With --update-golden, every 0.1.12 snapshot is re-recorded along with this run's."""
     cache = Path(request.config.getoption("--tilegate-cache"))
-    result = tilelang_venv.run_tiers("0.1.12", artifacts_dir / venv_run_dir("0.1.12"), cache, update_golden=update_golden)
+    result = tilelang_venv.run_tiers("0.1.12", artifacts_dir / venv_run_dir("0.1.12"), cache, update_golden=update_golden,
+                                     golden_reason=golden_reason)
     print(f"TileLang 0.1.12 tiers: {len(result.passed)} passed, {len(result.failed)} failed, "
           f"{len(result.skipped)} skipped in {result.wall_s:.0f} s (log {result.log})")
     unexpected = [o for o in result.skipped if not o.reason.startswith(EXPECTED_SKIPS)]
@@ -78,5 +79,5 @@ def test_compile_and_isa_tiers_under_tilelang_0_1_12(request, artifacts_dir, upd
         problems = [f"pytest exited {result.returncode}:\n{result.log.read_text()[-4000:]}"]
     assert not problems, (f"under TileLang 0.1.12 ({tv.venv_python('0.1.12')}), log {result.log}:\n"
                           + "\n".join(problems) + "\nif an ISA change is meant, re-record both versions' "
-                          "snapshots: pytest -m \"isa or compat\" --update-golden")
+                          "snapshots: pytest -m \"isa or compat\" --update-golden --golden-reason=\"why, in one line\"")
     assert result.passed, f"no test ran under TileLang 0.1.12: {result.log}"

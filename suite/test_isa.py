@@ -7,7 +7,7 @@ import tilelang
 from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
-from tilegate.golden import REFERENCE_TOOLCHAIN, TOOLCHAIN_INDEPENDENT, golden_diff, golden_path
+from tilegate.golden import REFERENCE_TOOLCHAIN, TOOLCHAIN_INDEPENDENT, UpdateRefused, golden_diff, golden_path, updated_snapshot
 from tilegate.isa_checks import check_all, check_speed_proxies, describe, rules_broken
 from tilegate.kernels.registry import KERNELS
 from tilegate.records import IsaRecord
@@ -40,15 +40,19 @@ def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
 
 @pytest.mark.isa
 @pytest.mark.parametrize("case", build_params(GFX942_CASES + ACC16_CASES))
-def test_matches_golden_snapshot(builder, update_golden, case):
+def test_matches_golden_snapshot(builder, update_golden, golden_reason, case):
     report = builder.isa_report(case)
     toolchain = builder.code_object(case).toolchain
     path = golden_path(case.name, toolchain.kind, tilelang.__version__)
-    record = IsaRecord.from_report(case.name, report)
-    actual = record.data()
+    actual = json.loads(to_json(IsaRecord.from_report(case.name, report)))  # the artifacts' isa/<case>.json
     if update_golden:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(to_json(record))  # the artifacts' isa/<case>.json, the same file
+        try:
+            snapshot = updated_snapshot(json.loads(path.read_text()) if path.is_file() else None, actual, golden_reason)
+        except UpdateRefused as refused:
+            pytest.fail(f"{path.name} not updated: {refused}")
+        if snapshot is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
         return
     fields = None  # every field, against this toolchain's own snapshot
     if not path.is_file():

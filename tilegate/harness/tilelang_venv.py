@@ -126,7 +126,7 @@ def tier_modules(timeout: float = 600) -> list[str]:
 
 
 def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool = False,
-              timeout: float = 3600) -> TierResult:
+              golden_reason: str | None = None, timeout: float = 3600) -> TierResult:
     """The compile + ISA tiers of this checkout under ``version``'s venv, in a subprocess: the
     smoke cases' tests on one process, or with SCOPE full or ``update_golden`` (which re-records
     every snapshot of ``version``) all of them on two xdist workers."""
@@ -137,7 +137,8 @@ def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool
     select = ["-n", "2"] if full else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
     cmd = [str(venv_python(version)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--artifacts={artifacts}", f"--tilegate-cache={cache}", f"--junitxml={junit}",
-           *(["--update-golden"] if update_golden else []), *select, "-m", TIERS, *tier_modules()]
+           *(["--update-golden", f"--golden-reason={golden_reason or ''}"] if update_golden else []), *select,
+           "-m", TIERS, *tier_modules()]
     start = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=timeout)

@@ -75,3 +75,8 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return request.config.getoption("--update-golden")
+
+
+@pytest.fixture(scope="session")
+def golden_reason(request: pytest.FixtureRequest) -> str | None:
+    return request.config.getoption("--golden-reason")

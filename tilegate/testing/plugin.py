@@ -29,6 +29,7 @@ from tilegate.testing.fixtures import (  # noqa: F401  (fixtures: pytest finds t
     artifacts_dir,
     builder,
     fresh_builder,
+    golden_reason,
     platform,
     run_dir,
     sglang_engine_run,
@@ -58,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="disk cache of lowered kernels and code objects")
     group.addoption("--update-golden", action="store_true",
                     help="rewrite the committed ISA golden snapshots from this run instead of comparing")
+    group.addoption("--golden-reason", default=None, metavar="TEXT",
+                    help="with --update-golden: why the snapshots changed, one line, kept in each changed snapshot "
+                         "(an update without it is refused)")
     group.addoption("--require-gpu", action="store_true",
                     help="fail the run unless at least one GPU test passed (GPU runners set this)")
     group.addoption("--update-counter-baseline", action="store_true",
