@@ -5,7 +5,8 @@
 Prints one line per run (wall seconds, CPU seconds of the run's whole process tree, the verdict's
 outcome counts from its JUnit XML, the load average before it) and then min/median/max of each. The CPU figure is
 sampled: every 0.25 s the script reads /proc for every process descended from the pytest it started
-(xdist workers, the SGLang children and the engines they spawn, compilers), each one's user+system
+(xdist workers, the SGLang children and the engines they spawn, compilers), or in a process group
+one of them leads (a detached engine start), each one's user+system
 time as last seen; a process that lives less than a sample is missed, so it is a slight undercount.
 On a machine others use, the wall times move with their load and the CPU seconds much less: quote
 both, with the load average. Each run writes its artifacts to a temporary folder (never artifacts/);
@@ -31,14 +32,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE_S = 0.25
 
 
-def _stat(pid: int) -> tuple[int, float, str] | None:
-    """(parent pid, user+system seconds, start time in ticks) of a live process, from /proc/PID/stat."""
+def _stat(pid: int) -> tuple[int, int, float, str] | None:
+    """(parent pid, process group, user+system seconds, start time in ticks) of a live process, from /proc/PID/stat."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, fields[19]
+    return int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / TICK, fields[19]
 
 
 def run_once(cmd: list[str], env: dict) -> tuple[float, float, str, int]:
@@ -51,12 +52,15 @@ def run_once(cmd: list[str], env: dict) -> tuple[float, float, str, int]:
         while proc.poll() is None:
             stats = {pid: s for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if (s := _stat(pid))}
             grew = True
-            while grew:  # descendants: a process whose parent is in the tree (kept once seen, if orphaned)
-                new = {pid for pid, s in stats.items() if s[0] in tree} - tree
+            # the tree: a process whose parent is in it, or whose process group a member leads (a
+            # detached start, orphaned before a sample saw its parent: the SGLang child's refused
+            # engines); kept once seen
+            while grew:
+                new = {pid for pid, s in stats.items() if s[0] in tree or s[1] in tree} - tree
                 tree |= new
                 grew = bool(new)
             for pid in tree & stats.keys():
-                _, seconds, start = stats[pid]
+                _, _, seconds, start = stats[pid]
                 cpu[(pid, start)] = seconds
             time.sleep(SAMPLE_S)
         wall = time.monotonic() - t0

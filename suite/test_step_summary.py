@@ -44,7 +44,8 @@ def _junit(tmp: Path, name: str, select: str | None = None) -> Path:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
            "-p", "no:anyio", "-p", "no:benchmark", "-c", os.devnull,
            "--rootdir", str(tmp), "-o", "junit_family=xunit1", f"--junitxml={out}", where]
-    subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=120)
+    # TMPDIR: the failing run keeps its run folder (tilegate/testing/plugin.py), here with the test's files
+    subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=120, env=os.environ | {"TMPDIR": str(tmp)})
     assert out.is_file()
     return tmp / "artifacts"
 

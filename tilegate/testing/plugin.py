@@ -9,6 +9,7 @@ here) loads it from the root ``conftest.py``; the shared name makes the second l
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from tilegate.testing.skips import skip_reason
 from tilegate.testing.watchdog import Deadline, dump_stacks_on_sigusr1, report_path, reports
 
 NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
+RUN_PASSED = pytest.StashKey[bool]()  # set by the controller at the end of the session
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
 # Every GPU test, and any test marked deadline, runs under a deadline (watchdog.py): a hung kernel
 # fails its own test, not the whole run.
@@ -189,6 +191,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.getoption("--require-gpu") and not _gpu_passed:
         session.config.stash[NO_GPU_TEST_PASSED] = True
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    session.config.stash[RUN_PASSED] = session.exitstatus == pytest.ExitCode.OK
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run folder (SGLang children's logs, the watchdog's and precompile's reports) goes with a
+    green run, after the terminal summary has read it; a failed run keeps it for the logs its
+    failures name."""
+    if not hasattr(config, "workerinput") and config.stash.get(RUN_PASSED, False):
+        shutil.rmtree(run_dir(), ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
