@@ -9,11 +9,14 @@ Each is detached from the child (a subshell left to run when its shell exits), s
 descendant of the child's: ``Engine.shutdown`` kills every descendant of its process
 (``kill_process_tree(os.getpid(), include_parent=False)``, sglang/srt/entrypoints/engine.py), and a
 good engine shutting down while a broken one still started killed it (under load on 2 cores: exit
--9, no refusal in its log). It stays in the child's process group, which the driver ends on a stop.
+-9, no refusal in its log). It stays in the child's process group, which the driver ends on a stop;
+the child itself ends any start it no longer waits for (``stop``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,23 +46,36 @@ def start_broken(spec_name: str) -> int:
 class Started:
     log_path: Path
     exit_path: Path  # the exit code, written when the engine start ends
+    pid_path: Path  # the engine's pid: stop() ends a start the child no longer waits for
     t0: float  # time.time() at the start: the log's last write tells when the process ended
 
 
 def start(label: str, spec_name: str, workdir: Path) -> Started:
     """Launch one broken model's engine start in the background, detached (the module says why);
-    its output in broken-LABEL.log, its exit code in broken-LABEL.exit."""
-    log_path, exit_path = workdir / f"broken-{label}.log", workdir / f"broken-{label}.exit"
+    its output in broken-LABEL.log, its pid in broken-LABEL.pid, its exit code in broken-LABEL.exit."""
+    log_path, exit_path, pid_path = (workdir / f"broken-{label}.{ext}" for ext in ("log", "exit", "pid"))
     exit_path.unlink(missing_ok=True)
-    subprocess.run(["sh", "-c", '("$0" -m tilegate.harness.sglang.broken "$1"; echo $? > "$3") > "$2" 2>&1 &',
-                    sys.executable, spec_name, str(log_path), str(exit_path)], check=True)
-    return Started(log_path, exit_path, time.time())
+    subprocess.run(["sh", "-c", '("$0" -m tilegate.harness.sglang.broken "$1" & echo $! > "$4"; wait $!; echo $? > "$3")'
+                    ' > "$2" 2>&1 &', sys.executable, spec_name, str(log_path), str(exit_path), str(pid_path)], check=True)
+    return Started(log_path, exit_path, pid_path, time.time())
+
+
+def stop(started: Started) -> None:
+    """End an engine start still running (the child failed or gave up on it): SIGQUIT, which
+    SGLang's engine answers by killing its own process tree."""
+    if started.exit_path.exists() or not started.pid_path.exists():
+        return
+    try:
+        os.kill(int(started.pid_path.read_text()), signal.SIGQUIT)
+    except (ProcessLookupError, ValueError):
+        pass
 
 
 def collect(started: Started, timeout: float = 600) -> dict:
     """What the engine start said: its exit code, whether it came up, the refusal lines, its log."""
     while not (started.exit_path.exists() and started.exit_path.read_text().strip()):
         if time.time() - started.t0 > timeout:
+            stop(started)
             raise TimeoutError(f"a broken engine's start still running after {timeout:.0f} s (log {started.log_path})")
         time.sleep(0.2)
     code = int(started.exit_path.read_text())

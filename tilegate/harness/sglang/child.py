@@ -102,10 +102,14 @@ def main(argv: list[str]) -> int:
     t_run = time.monotonic()
     broken = {label: broken_engines.start(label, name, out_path.parent) for label, name in spec.get("broken", {}).items()}
     result: dict = {"pid": os.getpid(), "generations": {}, "errors": {}, "timings": {}}
-    if "rounds" in spec:
-        result |= _first_phase(spec, top_k, device=device, dtype=dtype, kw=kw)
-    for label, started in broken.items():  # their markers land beside the first phase's, as they always did
-        result["errors"][label] = broken_engines.collect(started)
+    try:
+        if "rounds" in spec:
+            result |= _first_phase(spec, top_k, device=device, dtype=dtype, kw=kw)
+        for label, started in broken.items():  # their markers land beside the first phase's, as they always did
+            result["errors"][label] = broken_engines.collect(started)
+    finally:  # detached, they would outlive a child that failed meanwhile
+        for started in broken.values():
+            broken_engines.stop(started)
     result["markers"] = read_markers(marker_dir)
     if "long_context" in spec:
         t0 = time.monotonic()
