@@ -1,6 +1,7 @@
 """The options that take a path work as the README writes them, with folders that exist; a gate run
 of several pytest commands keeps every command's artifacts."""
 
+import os
 import subprocess
 import sys
 
@@ -63,3 +64,20 @@ def test_later_commands_of_a_gate_run_keep_the_earlier_records(tmp_path):
     cleared = _collect_only(f"--artifacts={tmp_path}")  # a new run starts clean
     assert cleared.returncode == 0, cleared.stdout[-2000:] + cleared.stderr[-2000:]
     assert not any(record.exists() for record in records)
+
+
+def test_another_project_s_run_keeps_its_artifacts_under_its_own_root(tmp_path):
+    # A kernel repository running the gate's plugin: its records (and the folder the plugin clears
+    # at the start of a run) are its own artifacts/, never the gate checkout's.
+    project = tmp_path / "kernel-repo"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_records.py").write_text(
+        "def test_records_go_here(artifacts_dir):\n"
+        "    (artifacts_dir / 'mine.txt').write_text('ok')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "-p", "tilegate.testing.plugin", "-c", os.devnull, "--rootdir", str(project), "tests"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (project / "artifacts" / "mine.txt").read_text() == "ok"
+    assert not (REPO_ROOT / "artifacts" / "mine.txt").exists()

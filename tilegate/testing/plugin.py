@@ -52,8 +52,9 @@ PRECOMPILE_REPORT = "precompile.json"  # in the run folder: the record the contr
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tilegate")
-    group.addoption("--artifacts", default=os.environ.get("TILEGATE_ARTIFACTS", str(REPO_ROOT / "artifacts")),
-                    help="folder for code objects, listings and metric snapshots (default: artifacts/)")
+    group.addoption("--artifacts", default=os.environ.get("TILEGATE_ARTIFACTS"),
+                    help="folder for code objects, listings and metric snapshots (default: artifacts/ under "
+                         "pytest's rootdir: the gate's checkout, or the kernel repository that runs the gate)")
     group.addoption("--keep-artifacts", action="store_true",
                     help="add to the artifacts folder instead of clearing it first: the later pytest commands "
                          "of one gate run (tox -e rocm) keep the earlier ones' records for the summary")
@@ -81,6 +82,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.artifacts is None:  # the invoking project's folder, never the gate checkout's by default
+        config.option.artifacts = str(config.rootpath / "artifacts")
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     config.stash[NO_GPU_TEST_PASSED] = False
