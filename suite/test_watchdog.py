@@ -51,7 +51,7 @@ def _run_planted(tmp_path, tests: tuple[str, ...], limit_s: float) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "TILEGATE_GPU_IDS"))}
     env["TMPDIR"] = str(tmp_path)  # the failing run keeps its run folder (tilegate/testing/plugin.py): here
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "--dist", "loadgroup",
-                             "-p", "no:cacheprovider", "-p", "no:benchmark", f"--artifacts={tmp_path}",
+                             "-p", "no:cacheprovider", f"--artifacts={tmp_path}",
                              *(f"suite/planted_hang_tests.py::{t}" for t in tests)],
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # its own process group: the workers are ended with it
