@@ -60,6 +60,15 @@ class KernelCase:
         spec = KERNELS.get(self.kernel)
         return spec.threads(self.shape, self.cfg) if spec else self.cfg.threads
 
+    def cache_key(self) -> str:
+        """What the lowering depends on besides TileLang and the kernel sources (tilegate.builder):
+        the kernel's name names its factory (a planted variant has its own)."""
+        return "\0".join((self.target, self.kernel, repr(self.shape), repr(self.cfg)))
+
+    def lowering_input(self):
+        """(prim_func, pass_configs) for tilegate.lowering.lower."""
+        return self.prim_func(), None
+
     def prim_func(self):
         self.cfg.validate(TARGETS[self.target], self.shape)  # ConfigError before any compile
         return (self.factory or KERNELS[self.kernel].factory)(self.shape, self.cfg)

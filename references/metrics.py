@@ -42,14 +42,19 @@ class Verdict:
                 f"(baseline {self.baseline.mean_abs:.3e}, ratio {self.mean_ratio:.2f})")
 
 
+def _ratio(err: float, bound: float) -> float:
+    """err / bound; a bound of 0 (an all-zero reference the baseline matched exactly) admits no error."""
+    return err / bound if bound > 0 else (0.0 if err == 0 else math.inf)
+
+
 def judge(out: torch.Tensor, ref: torch.Tensor, baseline_out: torch.Tensor) -> Verdict:
     """``out`` (kernel) and ``baseline_out`` (plain same-precision torch) against the FP32 ``ref``."""
     base, floor = errors(baseline_out, ref), tol.abs_floor(ref, out.dtype)
     if not torch.isfinite(out).all():  # NaN/Inf never pass, whatever the baseline did
         return Verdict(False, math.inf, math.inf, Errors(math.inf, math.inf, 0.0), base, floor)
     kernel = errors(out, ref)
-    max_ratio = kernel.max_abs / (tol.MAX_ERR_MULTIPLE * base.max_abs + floor)
-    mean_ratio = kernel.mean_abs / (tol.MEAN_ERR_MULTIPLE * base.mean_abs + tol.mean_floor(ref, out.dtype))
+    max_ratio = _ratio(kernel.max_abs, tol.MAX_ERR_MULTIPLE * base.max_abs + floor)
+    mean_ratio = _ratio(kernel.mean_abs, tol.MEAN_ERR_MULTIPLE * base.mean_abs + tol.mean_floor(ref, out.dtype))
     return Verdict(max_ratio <= 1 and mean_ratio <= 1, max_ratio, mean_ratio, kernel, base, floor)
 
 

@@ -9,6 +9,7 @@ Layers, lowest first; each may import only the ones its row names (and itself):
   fixtures      tilegate.fixtures (fixtures/)                  base, kernels, references
   harness       tilegate.harness.* modules (shared by tiers)   every layer above
   harness.TIER  tilegate.harness.TIER (perf, counters, ...)    every layer above: no other tier
+  foreign       tilegate.foreign (foreign kernels' tiers)      every layer above but the tiers, and harness.sanitize
   testing       tilegate.testing (the pytest plugin)           every layer
 Imports inside functions count too. Test modules share helpers through suite/suite_helpers.py only.
 """
@@ -35,6 +36,7 @@ ALLOWED = {
 TIERS = ("perf", "counters", "sanitize", "sglang")  # tilegate/harness/<tier>/: a driver, a child, their protocol
 for _tier in TIERS:
     ALLOWED[f"harness.{_tier}"] = ALLOWED["harness"] | {"harness"}
+ALLOWED["foreign"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}  # its sanitizer tier runs the sanitize driver
 ALLOWED["testing"] = set(ALLOWED) | {f"harness.{t}" for t in TIERS}
 
 
@@ -44,7 +46,7 @@ def layer_of(module: str) -> str:
         return "base"
     if len(parts) > 3 and parts[1] == "harness":
         return f"harness.{parts[2]}"
-    if len(parts) > 1 and parts[1] in ("kernels", "references", "fixtures", "serving", "harness", "testing"):
+    if len(parts) > 1 and parts[1] in ("kernels", "references", "fixtures", "serving", "harness", "foreign", "testing"):
         return parts[1]
     return "library"
 

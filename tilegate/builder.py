@@ -1,9 +1,10 @@
 """One cached path from (kernel, shape, config, target) to lowered source and code object.
 
 Two cache levels: in memory for the session (per xdist worker), and on disk across
-runs. The lowered-source key is the case (kernel name, shape, config, target), the TileLang
-version and a digest of every kernel source file and of lowering.py: any change to a kernel
-factory misses the cache (so does a change to any other kernel file: cheap to relower, and
+runs. The lowered-source key is the case's ``cache_key()`` (a registered kernel's name, shape,
+config and target; a foreign kernel's also the sha256 of its source and of its adapter), the
+TileLang version and a digest of every kernel source file and of lowering.py: any change to a
+kernel factory misses the cache (so does a change to any other kernel file: cheap to relower, and
 a warm run need not build a prim_func to know its key).
 
 A lowered entry (``lowered/<key>.json``) embeds the sha256 of its fields and is written aside,
@@ -18,14 +19,29 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import tilelang
 
 from tilegate import lowering
 from tilegate.codeobj import CACHE_FORMAT, CodeObject, atomic_write, build_code_object, warn_discarded
 from tilegate.isa import IsaReport, read_code_object
-from tilegate.kernels.registry import KernelCase
 from tilegate.toolchain import find_toolchain
+
+
+class Buildable(Protocol):
+    """What the builder takes: a registered kernel's build (tilegate.kernels.registry.KernelCase) or a
+    foreign kernel's (tilegate.foreign.case.ForeignCase)."""
+
+    name: str
+    target: str
+
+    @property
+    def threads(self) -> int: ...
+
+    def cache_key(self) -> str: ...
+
+    def lowering_input(self) -> tuple[Any, dict | None]: ...
 
 
 @dataclass(frozen=True)
@@ -77,34 +93,33 @@ def sources_digest() -> str:
 class KernelBuilder:
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
-        self._lowered: dict[KernelCase, Lowered] = {}
-        self._objects: dict[KernelCase, CodeObject] = {}
+        self._lowered: dict[Buildable, Lowered] = {}
+        self._objects: dict[Buildable, CodeObject] = {}
 
-    def lowered(self, case: KernelCase) -> Lowered:
+    def lowered(self, case: Buildable) -> Lowered:
         if case not in self._lowered:
             self._lowered[case] = self._lower_cached(case)
         return self._lowered[case]
 
-    def _lower_cached(self, case: KernelCase) -> Lowered:
-        # The case's kernel name names its factory (a planted variant has its own name, KernelCase).
-        key = "\0".join((CACHE_FORMAT, tilelang.__version__, case.target, case.kernel, repr(case.shape), repr(case.cfg),
-                         sources_digest()))
+    def _lower_cached(self, case: Buildable) -> Lowered:
+        key = "\0".join((CACHE_FORMAT, tilelang.__version__, case.cache_key(), sources_digest()))
         path = self.cache_dir / "lowered" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         cached = _load_lowered(path)
         if cached is not None:
             return cached
-        result = Lowered(*lowering.lower(case.prim_func(), case.target))
+        prim_func, pass_configs = case.lowering_input()
+        result = Lowered(*lowering.lower(prim_func, case.target, pass_configs))
         fields = dataclasses.asdict(result)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps({**fields, "sha256": _checksum(fields)}).encode())
         return result
 
-    def code_object(self, case: KernelCase) -> CodeObject:
+    def code_object(self, case: Buildable) -> CodeObject:
         if case.target != "gfx942":
             raise ValueError(f"code objects are built for gfx942 only, not {case.target}")
         if case not in self._objects:
             self._objects[case] = build_code_object(self.lowered(case).source, find_toolchain(), self.cache_dir)
         return self._objects[case]
 
-    def isa_report(self, case: KernelCase) -> IsaReport:
+    def isa_report(self, case: Buildable) -> IsaReport:
         return read_code_object(self.code_object(case), self.lowered(case).lds_bytes, case.threads)

@@ -41,7 +41,7 @@ NARROW_GLOBAL_LOADS = (
     "global_load_ubyte", "global_load_sbyte", "global_load_ushort", "global_load_sshort",
     "global_load_short_d16", "buffer_load_ushort", "buffer_load_ubyte", "flat_load_ushort",
 )
-MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16"}
+MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16", "float8_e4m3fnuz": "_fp8_fp8"}  # gfx942's fp8 is fnuz
 
 
 def check_identity(r: IsaReport) -> list[Violation]:
@@ -133,9 +133,14 @@ def check_lds_read_width(r: IsaReport) -> list[Violation]:
 
 
 def check_waves_per_simd(r: IsaReport, head_dim: int) -> list[Violation]:
-    occ, want = r.occupancy, MIN_WAVES_PER_SIMD[head_dim]
+    return check_min_waves(r, MIN_WAVES_PER_SIMD[head_dim], f"head_dim {head_dim}")
+
+
+def check_min_waves(r: IsaReport, want: float, what: str) -> list[Violation]:
+    """``want``: the floor (a foreign kernel's adapter declares its own); ``what`` names whose floor it is."""
+    occ = r.occupancy
     if occ.waves_per_simd < want:
-        return [Violation("waves-per-simd", f"{occ.waves_per_simd} at head_dim {head_dim}, want >= {want} "
+        return [Violation("waves-per-simd", f"{occ.waves_per_simd} at {what}, want >= {want} "
                                             f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)")]
     return []
 

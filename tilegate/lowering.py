@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import tilelang
+import tvm
 from tvm.target import Target
 
 # Target names as the config tables spell them -> TileLang targets.
@@ -22,11 +25,14 @@ def tilelang_target(target: str) -> Target:
     return Target(TILELANG_TARGETS[target])
 
 
-def lower(prim_func, target: str) -> tuple[str, int, str]:
-    """Return (device source, dynamic shared-memory bytes, kernel symbol) for ``target``."""
+def lower(prim_func, target: str, pass_configs: dict | None = None) -> tuple[str, int, str]:
+    """Return (device source, dynamic shared-memory bytes, kernel symbol) for ``target``.
+    ``pass_configs``: what a @tilelang.jit kernel declares, applied as its JIT applies them (the
+    gate's own kernels declare none, and lower in the ambient context)."""
     tl_target = tilelang_target(target)
+    passes = tvm.transform.PassContext(opt_level=3, config=pass_configs) if pass_configs else contextlib.nullcontext()
     try:
-        with tl_target:
+        with passes, tl_target:
             artifact = tilelang.lower(prim_func, target=tl_target)
     except Exception as exc:  # TVM raises its own error types; keep the message, name the target
         raise LoweringError(f"TileLang {tilelang.__version__} failed to lower for {target}: {exc}") from exc

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = "isa", "numerics", "memory", "drift", "agreement"
 PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
+FOREIGN_DIR = "foreign"  # kernels the gate did not write: provenance and known findings
 JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
 PLANTED = "planted"  # in the name of every planted-bug record: it must fail
 
@@ -197,3 +198,20 @@ def verdict(outcomes: list[Outcome], files: int) -> str:
     if kinds[FAILED] or kinds[ERROR]:
         return FAILED
     return PASSED if kinds[PASSED] else SKIPPED
+
+
+@dataclass(frozen=True)
+class ForeignRecord(Record):
+    """A foreign kernel as this run found it (tilegate.foreign): its source and sha256, and the
+    findings its adapter declares, each with the builds or cases it covers."""
+
+    folder: ClassVar[str] = FOREIGN_DIR
+    source: str
+    sha256: str
+    findings: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, kernel) -> ForeignRecord:  # a tilegate.foreign.ForeignKernel
+        scope = lambda f: {k: sorted(v) for k in ("problems", "configs", "cases") if (v := getattr(f, k)) is not None}  # noqa: E731
+        return cls(kernel.name, source=kernel.provenance.label, sha256=kernel.provenance.sha256(),
+                   findings=[{"rules": sorted(f.rules), "reason": f.reason, **scope(f)} for f in kernel.findings])

@@ -23,6 +23,7 @@ from tilegate.records import (
     SKIPPED,
     AgreementRecord,
     DriftRecord,
+    ForeignRecord,
     IsaRecord,
     MemoryRecord,
     NumericsRecord,
@@ -145,6 +146,22 @@ def numerics_section(root: Path) -> list[str]:
         return []
     header = ["dtype", "checks", "within bound", "worst max-error ratio", "worst mean-error ratio"]
     return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *table(header, rows)]
+
+
+def foreign_section(root: Path) -> list[str]:
+    """Per foreign kernel: its source and sha256, and each finding the gate holds against it
+    (docs/foreign-kernels.md has them as reports, with the commands that reproduce them)."""
+    out = []
+    for r in load(root, ForeignRecord):
+        out += [f"### Foreign kernel `{r.name}`", "", f"{r.source}, source sha256 `{r.sha256[:16]}`", ""]
+        rows = [[", ".join(f["rules"]), f["reason"], "; ".join(f"{k}: {', '.join(v)}" for k, v in f.items()
+                                                            if k in ("problems", "configs", "cases")) or "every build"]
+                for f in r.findings]
+        out += [*table(["rules broken", "finding", "where"], rows), ""] if rows else ["No finding.", ""]
+    if out:  # in the environment that has the kernels' package (SGLang's: .venv-sglang)
+        out += ["Reproduce: `python -m pytest suite/test_foreign_kernels.py -m \"compile or isa\" -rxX` (gfx942), "
+                "`-m \"gpu and numerics\"` on a GPU; reports and figures: docs/foreign-kernels.md", ""]
+    return out
 
 
 def memory_section(root: Path) -> list[str]:

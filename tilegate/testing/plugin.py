@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.testing import gpu_workers
+from tilegate.testing import foreign, gpu_workers
 
 # An xdist worker takes its GPU before anything below can initialise the device.
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -74,6 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--llama3-path", default=os.environ.get("TILEGATE_LLAMA3_PATH"),
                     help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
                          "(default: $TILEGATE_LLAMA3_PATH)")
+
+
+    foreign.add_options(parser)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -159,7 +162,8 @@ def _watchdog_dir() -> Path:
     return run_dir() / "watchdog"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect: the added tiers are selected like any test
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest first: tests marked slow (32k cases, the planted hang) start before the rest, so
     that xdist's workers, and a node's GPUs, finish together instead of waiting on one of them.
     Tests that read an SGLang CPU child (tilegate.testing.fixtures.SGLANG_CPU_RUNS) go last: the
@@ -168,6 +172,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     several tests first, then single tests in this order.)"""
     from tilegate.testing.fixtures import sglang_runs_read_by
 
+    foreign.add_tiers(session, items)
     # stable: order kept otherwise
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, bool(sglang_runs_read_by(item))))
 

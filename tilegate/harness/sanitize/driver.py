@@ -65,8 +65,10 @@ def parse_summary(tool: str, text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), 0) if m else None
 
 
-def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float = 900) -> SanitizerResult:
-    """``python -m tilegate.harness.sanitize.child child_args`` under ``tool``; its output goes to ``log``."""
+def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float = 900,
+                  child: list[str] | None = None) -> SanitizerResult:
+    """``python -m tilegate.harness.sanitize.child child_args`` (or the command ``child``, which ends by
+    printing protocol.DONE) under ``tool``; its output goes to ``log``."""
     if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}: known {TOOLS}")
     sanitizer = find_compute_sanitizer()
@@ -77,7 +79,7 @@ def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float 
         cmd += ["--racecheck-report", "all"]  # hazards and the analysis summary both
     if tool == "memcheck":
         cmd += ["--padding", str(MEMCHECK_PADDING_BYTES)]
-    cmd += protocol.child_command(*child_args)
+    cmd += child or protocol.child_command(*child_args)
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

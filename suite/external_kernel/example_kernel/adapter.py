@@ -1,0 +1,23 @@
+"""The gate's view of example_kernel.kernels.scores: what it is built for, and what its ISA should show."""
+
+from tilegate.foreign import Capabilities, Config, ForeignKernel, IsaExpectations, Problem, Provenance, params
+
+SOURCE = Provenance("example_kernel.kernels", package="tilegate-example-kernel", version="0.1.0")
+CAPS = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=("head_dim",))
+PROBLEM = Problem("d128-bf16", "bfloat16", 128, "full", (), params(head_dim=128))
+
+
+def lds(problem: Problem, cfg: Config) -> int:
+    k = dict(cfg.kwargs)
+    return (k["block_m"] + k["block_n"]) * k["head_dim"] * 2
+
+
+def kernel(name: str, *configs: Config) -> ForeignKernel:
+    return ForeignKernel(name, SOURCE, "scores", {"gfx942": configs}, (PROBLEM,), CAPS,
+                         IsaExpectations("bfloat16", wide_global_loads=True, min_waves_per_simd=1.0), lds)
+
+
+KERNELS = [kernel("example-scores", Config("m64n64", params(block_m=64, block_n=64, head_dim=128, threads=128), 128))]
+# A config the LDS filter must refuse (2 x 256 x 128 bf16 = 128 KiB): the gate's failure, seen from outside.
+OVER_BUDGET = [kernel("example-scores-too-big", Config("m256n256", params(block_m=256, block_n=256, head_dim=128,
+                                                                             threads=256), 256))]

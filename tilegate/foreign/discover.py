@@ -1,0 +1,44 @@
+"""Finding the foreign kernels a run gates: the ``tilegate.kernels`` entry point group, and the
+modules named by ``--tilegate-kernels`` or the ``tilegate_kernels`` ini option.
+
+An entry point or a name is ``module`` (its ``KERNELS``) or ``module:attribute``; either holds one
+ForeignKernel or a sequence of them. Loading an adapter imports the adapter only, not the kernel's
+package: a kernel whose package is missing is still listed, and its tests skip naming the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+
+from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
+
+ENTRY_POINT_GROUP = "tilegate.kernels"
+
+
+def load(name: str, origin: str) -> list[ForeignKernel]:
+    """The kernels ``name`` (``module`` or ``module:attribute``) declares; ``origin`` says where it was named."""
+    module_name, _, attribute = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute or "KERNELS")
+    except (ImportError, AttributeError) as exc:
+        raise ForeignKernelError(f"{origin} {name!r}: {type(exc).__name__}: {exc}") from exc
+    kernels = [found] if isinstance(found, ForeignKernel) else list(found) if isinstance(found, Iterable) else [found]
+    wrong = [k for k in kernels if not isinstance(k, ForeignKernel)]
+    if wrong:
+        raise ForeignKernelError(f"{origin} {name!r} holds {type(wrong[0]).__name__}, not tilegate.foreign.ForeignKernel")
+    return kernels
+
+
+def discover(names: Iterable[str] = ()) -> list[ForeignKernel]:
+    """Every kernel of the entry point group, then of ``names``; a kernel name may appear once."""
+    kernels: dict[str, tuple[ForeignKernel, str]] = {}
+    sources = [(ep.value, f"entry point {ENTRY_POINT_GROUP}:{ep.name}") for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for name, origin in [*sources, *((n, "--tilegate-kernels") for n in names)]:
+        for kernel in load(name, origin):
+            if kernel.name in kernels and kernels[kernel.name][0] is not kernel:
+                raise ForeignKernelError(f"kernel {kernel.name!r} is declared twice: by {kernels[kernel.name][1]} "
+                                         f"and by {origin} {name!r}")
+            kernels[kernel.name] = (kernel, f"{origin} {name!r}")
+    return [k for k, _ in kernels.values()]

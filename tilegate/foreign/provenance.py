@@ -1,0 +1,79 @@
+"""Where a foreign kernel's source comes from: an installed package at a version, or a file.
+
+The source's sha256 joins the lowering cache key, so a changed kernel is rebuilt whatever its
+version says. The source is found without importing it (an installed package's RECORD, or the
+path), so that a missing package or a wrong version is one line, not an import traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class Provenance:
+    module: str  # the import name of the module that defines the factory
+    package: str | None = None  # the distribution that must provide it
+    version: str | None = None  # its exact version; None takes any
+    path: str | None = None  # instead of a package: the kernel's file
+
+    def __post_init__(self) -> None:
+        if (self.package is None) == (self.path is None):
+            raise ValueError(f"provenance of {self.module}: name a package or a path, not both or neither")
+
+    @property
+    def label(self) -> str:
+        if self.path is not None:
+            return f"{self.path}"
+        return f"{self.package} {self.version or '(any version)'}: {self.module}"
+
+    def missing_reason(self) -> str | None:
+        """One line naming what is not installed here, or None."""
+        if self.package is None:
+            return None if Path(str(self.path)).is_file() else f"kernel source {self.path} not found"
+        try:
+            found = metadata.version(self.package)
+        except metadata.PackageNotFoundError:
+            return f"{self.package} is not installed in this environment ({sys.executable})"
+        if self.version is not None and found != self.version:
+            return f"{self.package} {found} is installed, the adapter is for {self.version}"
+        return None
+
+    def source_file(self) -> Path:
+        if self.package is None:
+            return Path(str(self.path))
+        relative = Path(*self.module.split(".")).with_suffix(".py")
+        located = Path(str(metadata.distribution(self.package).locate_file(relative)))
+        if not located.is_file():  # an editable install: ask the import system, which imports the parents
+            spec = importlib.util.find_spec(self.module)
+            located = Path(spec.origin) if spec and spec.origin else located
+        return located
+
+    def sha256(self) -> str:
+        return source_digest(self.source_file())
+
+    def load(self) -> ModuleType:
+        if self.path is None:
+            return importlib.import_module(self.module)
+        if self.module in sys.modules:
+            return sys.modules[self.module]
+        spec = importlib.util.spec_from_file_location(self.module, str(self.path))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {self.module} from {self.path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.module] = module
+        spec.loader.exec_module(module)
+        return module
+
+
+@functools.cache
+def source_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

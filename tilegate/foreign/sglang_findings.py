@@ -1,0 +1,51 @@
+"""What the gate found in SGLang 0.5.23's TileLang kernels for MI300X, as strict expected failures
+(each turns red once SGLang fixes it, or when the build breaks anything else). Figures: gfx942,
+Debian's clang 19, TileLang 0.1.12 (SGLang's pin). docs/foreign-kernels.md has the reports."""
+
+from tilegate.foreign import Finding
+from tilegate.foreign.sparse_mla import FEATURE_OF, KINDS
+
+NAN_CASES = frozenset({"t1-nan-unused", "t8-nan-unused", "t17-nan-unused"})
+NAN_LEAK = ("a slot whose index is -1 loads KV[0] (T.if_then_else(idx >= 0, idx, 0)) and relies on P = 0 to cancel "
+            "it: a NaN in row 0, which no used slot names, makes the output NaN (H200, CUDA build of the MI300X tiles)")
+H16, H128 = frozenset({"h16-d576-top2048-bf16"}), frozenset({"h128-d576-top2048-bf16"})
+NARROW_AND_THIN = frozenset({"lds-read-width", "waves-per-simd"})
+
+DSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
+    "sglang-dsa-partial": (
+        Finding(NARROW_AND_THIN, "P@V reads KV_shared one bf16 a ds_read_u16 (64-256 a wave), and one 128-thread "
+                "workgroup a CU (38-55 KB of LDS) is 0.5 waves/SIMD: half of every CU's SIMDs idle", problems=H16),
+        Finding(frozenset({"lds-budget"}), "128 heads a rank (DP attention), inner_iter 1 (up to 9 tokens): Q in shared "
+                "(64 x 576 bf16) and the KV tile need 110592 B of LDS, over gfx942's 65536: the launch fails",
+                problems=H128, configs=frozenset({"bi32-it1"})),
+        Finding(NARROW_AND_THIN | {"spill"}, "128 heads a rank, inner_iter > 1: a 64-head block's fp32 acc_o on "
+                "128 threads spills 391-395 VGPRs (1496-1520 B of scratch), besides the narrow reads and 0.5 waves/SIMD",
+                problems=H128, configs=frozenset({"bi32-it2", "bi32-it64"})),
+        Finding(frozenset({"numerics"}), NAN_LEAK, cases=NAN_CASES),
+        Finding(frozenset({"numerics", "determinism"}), "inner_iter 2 (10-19 tokens): outputs change from launch to "
+                "launch on the same inputs (14200 of 139264 in one pair) and the max error reaches 2.2-45x the bf16 "
+                "torch baseline's bound (H200); memcheck, racecheck and initcheck report nothing",
+                cases=frozenset(f"t17-{k}" for k in KINDS if k not in FEATURE_OF)),
+    ),
+    "sglang-dsa-partial-fp8": (
+        Finding(frozenset({"lds-read-width"}), "P@V reads the fp8 KV tiles one byte a ds_read_u8 (128 a wave)"),
+        Finding(frozenset({"numerics"}), NAN_LEAK, cases=NAN_CASES),
+    ),
+    "sglang-dsa-combine": (
+        Finding(frozenset({"spill"}), "after the bf16 decode partial (64 groups): the scale[4, 64] fragment indexed "
+                "by the serial group loop lives in scratch (528 B, 34 scratch instructions)",
+                configs=frozenset({"bi32-ni64"})),
+    ),
+}
+DSV4_FINDINGS: dict[str, tuple[Finding, ...]] = {
+    "sglang-dsv4-fp8-partial": (
+        Finding(NARROW_AND_THIN | {"spill"}, "the 64-head block's fp32 acc_o (64 x 512) on 128 threads fills all 512 "
+                "registers and spills 3 VGPRs (inner_iter 1) to 664-718 (2300-2508 B of scratch, inner_iter 16); "
+                "P@V reads bf16 one a ds_read_u16 (256 a wave); 51-57 KB of LDS: 0.5 waves/SIMD"),
+        Finding(frozenset({"lowering"}), "TileLang 0.1.15 refuses the partial's T.Pipelined(num_stages=1) loop: 'two "
+                "statements with buffer access dependency in the same stage of the software pipeline cannot be "
+                "reordered' (tilelang_fp8_attention.py:580), building for CUDA (the H200; gfx942 lowers); SGLang pins 0.1.12",
+                tilelang="0.1.15",
+                cases=frozenset(f"t{t}-{k}" for t in (1, 8, 17) for k in KINDS) | {"t8192-dense", "t8192-tail-padded"}),
+    ),
+}

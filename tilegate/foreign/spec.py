@@ -1,0 +1,144 @@
+"""What an adapter declares about a kernel the gate did not write, as typed records.
+
+An adapter module (at most about 80 lines) builds one ``ForeignKernel`` per kernel: where its source
+comes from, its factory and tile configs per target, the problems it is built for, what it can do,
+what its ISA should show, the findings already known, and (for the GPU tiers) its launcher and the
+family of cases and reference it is judged by. The gate's tiers read nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilegate.foreign.provenance import Provenance
+
+Params = tuple[tuple[str, Any], ...]  # keyword arguments, hashable and in a fixed order
+
+
+class ForeignKernelError(ValueError):
+    """An adapter's declaration is inconsistent, or a problem lies outside its capabilities."""
+
+
+def params(**kwargs: Any) -> Params:
+    return tuple(sorted(kwargs.items()))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the kernel takes. Every value of the gate's axes (tilegate.foreign.axes) left out here is
+    a named skip; every value named here must be built by some declared problem."""
+
+    dtypes: tuple[str, ...]  # the KV operand's dtype: "bfloat16", "float8_e4m3"
+    head_dims: tuple[int, ...]  # Q.K width (MLA: 576 = 512 latent + 64 rope)
+    masks: tuple[str, ...]  # "causal", "full", "sparse-topk"
+    compile_time: tuple[str, ...]  # the problem parameters fixed at build (the rest stay dynamic)
+    features: tuple[str, ...] = ()  # optional inputs it takes: "sink", "topk-length"
+
+
+@dataclass(frozen=True)
+class IsaExpectations:
+    """What the gfx942 code object should show."""
+
+    mfma_input: str | None  # the MFMA input dtype ("bfloat16", "float8_e4m3fnuz"); None: no matrix product
+    wide_global_loads: bool  # 128-bit global loads expected
+    min_waves_per_simd: float  # the speed proxy's floor: below it, nothing hides a load's latency
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One compile-time problem: ``args`` go to the factory before the config's keywords."""
+
+    name: str
+    dtype: str
+    head_dim: int
+    mask: str
+    args: tuple = ()
+    shape: Params = ()  # the compile-time sizes by name (heads, topk, ...): capabilities.compile_time
+
+
+@dataclass(frozen=True)
+class Config:
+    """One tile config: the factory's keyword arguments, and the threads it launches."""
+
+    name: str
+    kwargs: Params
+    threads: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A defect the gate already found, run as a strict expected failure (red once it is fixed).
+    An ISA finding names the rules (Violation.rule) a build breaks, exactly, for the problems and
+    configs named (None: every one); a GPU finding names the family's cases (``cases``) and the
+    check they fail: "numerics", "determinism", or "lowering" (the kernel does not build)."""
+
+    rules: frozenset[str]
+    reason: str  # one line, with the figures
+    problems: frozenset[str] | None = None
+    configs: frozenset[str] | None = None
+    cases: frozenset[str] | None = None
+    tilelang: str | None = None  # only under this TileLang version (None: every one)
+
+    def _here(self) -> bool:
+        from tilegate.tilelang_versions import RUNNING
+
+        return self.tilelang is None or self.tilelang == RUNNING
+
+    def covers(self, problem: str, config: str) -> bool:
+        return (self.cases is None and self._here() and (self.problems is None or problem in self.problems)
+                and (self.configs is None or config in self.configs))
+
+    def covers_case(self, case: str, rule: str) -> bool:
+        """A GPU case's finding on ``rule`` ("numerics", "determinism"); "lowering" covers every check."""
+        return (self.cases is not None and case in self.cases and self._here()
+                and bool(self.rules & {rule, "lowering"}))
+
+
+@dataclass(frozen=True)
+class ForeignKernel:
+    name: str
+    provenance: Provenance
+    factory: str  # attribute of the provenance module: a @tilelang.jit function, or one returning a prim_func
+    configs: dict[str, tuple[Config, ...]]  # target -> configs, best first
+    problems: tuple[Problem, ...]
+    capabilities: Capabilities
+    isa: IsaExpectations
+    lds_estimate: Callable[[Problem, Config], int]  # bytes; a config over the budget is not compiled
+    # Module globals that select the target's code path at build time, where the module picks it at
+    # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
+    target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module, inputs,
+    # stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the family's
+    # sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) -> output).
+    family: str | None = None
+    launcher: Callable | None = None
+    kv_format: str = "bfloat16"
+    gpu_shape: tuple[int, int, int, int] | None = None
+    peer: Callable | None = None
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.problems]
+        if len(set(names)) != len(names):
+            raise ForeignKernelError(f"{self.name}: problem names repeat: {names}")
+        for p in self.problems:
+            outside = {k for k, _ in p.shape} - set(self.capabilities.compile_time)
+            if outside:
+                raise ForeignKernelError(f"{self.name}: problem {p.name} fixes {sorted(outside)}, which its "
+                                         f"capabilities do not declare compile-time ({self.capabilities.compile_time})")
+            for axis, value, declared in (("dtype", p.dtype, self.capabilities.dtypes),
+                                          ("head_dim", p.head_dim, self.capabilities.head_dims),
+                                          ("mask", p.mask, self.capabilities.masks)):
+                if value not in declared:
+                    raise ForeignKernelError(f"{self.name}: problem {p.name} has {axis} {value!r}, outside its "
+                                             f"capabilities {declared}")
+        if (self.family is None) != (self.launcher is None) or (self.family is None) != (self.gpu_shape is None):
+            raise ForeignKernelError(f"{self.name}: a GPU family needs a launcher and a gpu_shape, and they a family")
+
+    def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
+        return [f for f in self.findings if f.covers(problem.name, config.name)]
+
+    def findings_for_case(self, case: str, rule: str) -> list[Finding]:
+        return [f for f in self.findings if f.covers_case(case, rule)]

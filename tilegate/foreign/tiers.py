@@ -1,0 +1,229 @@
+"""The gate's tiers for kernels it did not write: a test module, collected from the gate's suite
+(suite/test_foreign_kernels.py) and added by the plugin to the run of any project that names
+foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``, ``tilegate_kernels``).
+
+  provenance    the package and version (or file) are there, the factory is, the source's sha256
+  capabilities  each value of the gate's axes the kernel leaves out is a named skip; each it
+                declares is built by some problem or run by some case
+  compile       gfx942 lowering and code object per problem x config; a config over the LDS budget
+                by its estimate is not compiled (an error), an estimate off by > 10% fails
+  isa           the hard rules and the speed proxies against the adapter's ISA expectations
+  numerics      (GPU) the family's cases against FP32, relative to plain torch in the same precision:
+                the worst of 3 launches, which must agree bit for bit
+  determinism   (GPU) two runs of one case give the same bits
+  sanitize      (GPU, opt-in) memcheck over the family's cases, racecheck and initcheck over a few
+A known finding (the adapter's Finding) is a strict expected failure: it must break exactly its
+rules, so it stays visible, and the run turns red when it is fixed (or when anything else breaks).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tilegate.foreign import gpu
+from tilegate.foreign.case import ForeignCase, cases
+from tilegate.foreign.discover import discover
+from tilegate.foreign.spec import ForeignKernel
+from tilegate.isa import LDS_PER_CU
+from tilegate.isa_checks import (
+    Violation,
+    check_all,
+    check_lds_read_width,
+    check_min_waves,
+    describe,
+    rules_broken,
+)
+from tilegate.records import ForeignRecord
+from tilegate.report import record_numerics, write, write_isa_artifacts
+
+TARGET = "gfx942"
+# The gate's axes: what its families and ISA rules can judge. Values a kernel leaves out are named skips.
+AXES = {"dtype": ("float16", "bfloat16", "float8_e4m3", "v4-fp8"), "head_dim": (64, 128, 512, 576),
+        "mask": ("causal", "full", "sparse-topk"), "feature": ("sink", "topk-length", "dual-cache")}
+ESTIMATE_SLACK = 0.10  # an LDS estimate further than this from the lowered figure misleads the filter
+DETERMINISM_CASES = ("t17-tail-padded", "t8192-tail-padded")
+LAUNCHES = 3  # numerics judges the worst of these launches, and requires them to agree bit for bit
+_KERNELS = pytest.StashKey[list]()
+
+
+class KnownFinding(AssertionError):
+    """A build or case breaks exactly what its known finding says (the strict xfail catches only this)."""
+
+
+def selected(config: pytest.Config) -> list[ForeignKernel]:
+    if _KERNELS not in config.stash:
+        config.stash[_KERNELS] = discover([*config.getini("tilegate_kernels"), *(config.getoption("tilegate_kernels") or [])])
+    return config.stash[_KERNELS]
+
+
+def _finding_marks(findings) -> list:
+    return [pytest.mark.xfail(raises=KnownFinding, strict=True, reason=f.reason) for f in findings[:1]]
+
+
+def _build_param(case: ForeignCase, compiling: bool):
+    """The compile test knows one rule, the LDS budget; the ISA test every rule."""
+    findings = [f for f in case.kernel.findings_for(case.problem, case.cfg) if not compiling or "lds-budget" in f.rules]
+    return pytest.param(case, marks=[pytest.mark.xdist_group(f"build-{case.name}"), *_finding_marks(findings)], id=case.name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    kernels = selected(metafunc.config)
+    none = [pytest.param(None, marks=pytest.mark.skip(reason="no foreign kernel named: a tilegate.kernels entry point, "
+                                                             "--tilegate-kernels=MODULE or tilegate_kernels in the ini"))]
+    if "foreign_kernel" in metafunc.fixturenames:
+        metafunc.parametrize("foreign_kernel", [pytest.param(k, id=k.name) for k in kernels] or none)
+    if "foreign_axis" in metafunc.fixturenames:
+        metafunc.parametrize("foreign_axis", [pytest.param((k, axis, v), id=f"{k.name}-{axis}-{v}") for k in kernels
+                                              for axis, values in AXES.items() for v in values] or none)
+    if "foreign_case" in metafunc.fixturenames:
+        compiling = metafunc.function.__name__ == "test_foreign_compile"
+        metafunc.parametrize("foreign_case", [_build_param(c, compiling) for k in kernels for c in cases(k, TARGET)] or none)
+    if "foreign_gpu_case" in metafunc.fixturenames:
+        rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
+        wanted = DETERMINISM_CASES if rule == "determinism" else None
+        metafunc.parametrize("foreign_gpu_case", [
+            pytest.param((k, c), id=f"{k.name}-{c.name}", marks=_finding_marks(k.findings_for_case(c.name, rule)))
+            for k in kernels for c in gpu.family_cases(k) if wanted is None or c.name in wanted] or none)
+
+
+def _skip_if_missing(kernel: ForeignKernel) -> None:
+    if reason := kernel.provenance.missing_reason():
+        pytest.skip(f"{kernel.name}: {reason}")
+
+
+def _over_budget(case: ForeignCase) -> list[Violation]:
+    """The filter before compiling: a config whose LDS estimate is over a gfx942 workgroup's."""
+    if case.lds_estimate <= LDS_PER_CU:
+        return []
+    return [Violation("lds-budget", f"estimate {case.lds_estimate} bytes > {LDS_PER_CU} per workgroup: not compiled "
+                                    "(it cannot launch on MI300X)")]
+
+
+def _verdict(kernel: ForeignKernel, findings, broken: list[Violation]) -> None:
+    known = frozenset().union(*(f.rules for f in findings))
+    if known and rules_broken(broken) == known:
+        raise KnownFinding(describe(broken))
+    if known and broken:
+        raise AssertionError(f"{kernel.name}: the known finding broke {sorted(known)}, now {sorted(rules_broken(broken))}:"
+                             f"\n{describe(broken)}")
+    assert not broken, describe(broken)
+
+
+@pytest.mark.compile
+def test_foreign_provenance(foreign_kernel, artifacts_dir):
+    _skip_if_missing(foreign_kernel)
+    module = foreign_kernel.provenance.load()
+    assert hasattr(module, foreign_kernel.factory), f"{module.__name__} has no {foreign_kernel.factory}"
+    write(artifacts_dir, ForeignRecord.of(foreign_kernel))
+
+
+@pytest.mark.compile
+def test_foreign_capabilities(foreign_axis):
+    kernel, axis, value = foreign_axis
+    caps = kernel.capabilities
+    declared = {"dtype": caps.dtypes, "head_dim": caps.head_dims, "mask": caps.masks, "feature": caps.features}[axis]
+    if value not in declared:
+        pytest.skip(f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: {', '.join(map(str, declared))})")
+    if axis == "feature":
+        used = [c for c in gpu.family_cases(kernel) if gpu.family.FEATURE_OF.get(c.kind) == value]
+    else:
+        used = [p for p in kernel.problems if getattr(p, axis) == value]
+    assert used, f"{kernel.name} declares {axis} {value!r}, and no problem or case of it exercises that"
+
+
+@pytest.mark.compile
+def test_foreign_compile(builder, foreign_case):
+    _skip_if_missing(foreign_case.kernel)
+    findings = [f for f in foreign_case.kernel.findings_for(foreign_case.problem, foreign_case.cfg) if "lds-budget" in f.rules]
+    if over := _over_budget(foreign_case):
+        _verdict(foreign_case.kernel, findings, over)
+    lowered = builder.lowered(foreign_case)
+    assert builder.code_object(foreign_case).hsaco.is_file()
+    off = abs(foreign_case.lds_estimate - lowered.lds_bytes) / max(lowered.lds_bytes, 1)
+    assert off <= ESTIMATE_SLACK, (f"LDS estimate {foreign_case.lds_estimate} bytes, lowered {lowered.lds_bytes}: "
+                                   f"off by {off:.0%} (> {ESTIMATE_SLACK:.0%}), the filter cannot be trusted")
+
+
+@pytest.mark.isa
+def test_foreign_isa(builder, artifacts_dir, foreign_case):
+    kernel, case = foreign_case.kernel, foreign_case
+    _skip_if_missing(kernel)
+    findings = kernel.findings_for(case.problem, case.cfg)
+    if over := _over_budget(case):
+        _verdict(kernel, findings, over)
+    report = builder.isa_report(case)
+    write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
+    isa = kernel.isa
+    broken = check_all(report, isa.mfma_input or "", uses_mfma=isa.mfma_input is not None,
+                       wide_global_loads=isa.wide_global_loads)
+    broken += [*check_lds_read_width(report), *check_min_waves(report, isa.min_waves_per_simd, kernel.name)]
+    _verdict(kernel, findings, broken)
+
+
+@pytest.mark.gpu
+@pytest.mark.numerics
+def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
+    from tilegate.references.metrics import judge
+
+    kernel, case = foreign_gpu_case
+    _skip_if_missing(kernel)
+    if reason := gpu.feature_missing(kernel, case):
+        pytest.skip(reason)
+    prepared = gpu.prepare(kernel, case)
+    outs = [_run_known(kernel, case.name, "numerics", prepared)] + [gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)]
+    ref, base = gpu.reference(prepared), gpu.baseline(kernel, prepared)
+    verdict = max((judge(out, ref, base) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio))
+    record_numerics(artifacts_dir, f"{kernel.name}-{case.name}", kernel.kv_format, verdict)
+    differ = sum((outs[0] != out).sum().item() for out in outs[1:])  # a race that misses one launch shows here
+    message = verdict.explain() + (f"; {differ} outputs differ across {LAUNCHES} launches" if differ else "")
+    if (not verdict.passed or differ) and any("numerics" in f.rules for f in kernel.findings_for_case(case.name, "numerics")):
+        raise KnownFinding(message)
+    assert verdict.passed and not differ, message
+
+
+def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
+    """The launch; a kernel that does not build, where a finding says so, is that finding."""
+    try:
+        return gpu.run(kernel, prepared)
+    except Exception as exc:
+        if any("lowering" in f.rules for f in kernel.findings_for_case(case, rule)):
+            raise KnownFinding(f"{type(exc).__name__}: {str(exc)[:400]}") from exc
+        raise
+
+
+@pytest.mark.gpu
+@pytest.mark.numerics
+def test_foreign_determinism(foreign_gpu_case):
+    kernel, case = foreign_gpu_case
+    _skip_if_missing(kernel)
+    prepared = gpu.prepare(kernel, case)
+    first = _run_known(kernel, case.name, "determinism", prepared)
+    second = gpu.run(kernel, prepared)
+    differ = (first != second).sum().item()  # NaN != NaN: a NaN output counts as differing
+    message = f"{differ} of {first.numel()} outputs differ between two runs on the same inputs"
+    if differ and any("determinism" in f.rules for f in kernel.findings_for_case(case.name, "determinism")):
+        raise KnownFinding(message)
+    assert differ == 0, message
+
+
+# (): every case below 1024 tokens
+SANITIZED_CASES = {"memcheck": (), "racecheck": ("t1-tail-padded", "t17-tail-padded"), "initcheck": ("t17-tail-padded",)}
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("tool", SANITIZED_CASES)
+def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
+    from tilegate.harness.sanitize.driver import run_sanitized
+
+    _skip_if_missing(foreign_kernel)
+    if foreign_kernel.family is None:
+        pytest.skip(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
+    module = foreign_kernel.lds_estimate.__module__
+    log = artifacts_dir / "sanitize" / f"{foreign_kernel.name}-{tool}.log"
+    child = [sys.executable, "-m", "tilegate.foreign.child", module, foreign_kernel.name, *SANITIZED_CASES[tool]]
+    result = run_sanitized(tool, [], log, child=child)
+    assert result.completed, f"the child did not finish its cases: {log}"
+    assert result.errors == 0, f"{tool}: {result.errors} errors over {foreign_kernel.name}'s cases: {log}"

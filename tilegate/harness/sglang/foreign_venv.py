@@ -1,0 +1,51 @@
+"""The foreign-kernel tiers on SGLang's TileLang kernels, in .venv-sglang (SGLang 0.5.23 and its
+dependencies; the gate's environment has neither), under either TileLang the gate supports:
+
+  0.1.12  the venv's own: the version SGLang pins, what a deployment lowers these kernels with
+  0.1.15  the gate's: an overlay folder (pip --target, scripts/install-sglang-cpu.sh) put first on
+          PYTHONPATH, so the same SGLang and torch import the other TileLang
+
+The child is plain pytest in that venv over suite/test_foreign_kernels.py, ``-m "compile or isa"``;
+its JUnit XML comes back as a tilelang_venv.TierResult.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tilegate.harness.sglang.protocol import VENV, venv_python
+from tilegate.harness.tilelang_venv import TIERS, TierResult
+from tilegate.paths import REPO_ROOT
+from tilegate.records import read_junit
+
+MODULE = "suite/test_foreign_kernels.py"
+OVERLAYS = {"0.1.15": VENV / "tilelang-0.1.15"}  # version -> folder; 0.1.12 is the venv's own
+
+
+def missing_reason(version: str) -> str | None:
+    overlay = OVERLAYS.get(version)
+    if overlay is not None and not (overlay / "tilelang").is_dir():
+        return f"TileLang {version} overlay missing ({overlay}): run scripts/install-sglang-cpu.sh"
+    return None
+
+
+def _env(version: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS" and not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([*([str(OVERLAYS[version])] if version in OVERLAYS else []), str(REPO_ROOT)])
+    return env
+
+
+def run_tiers(version: str, artifacts: Path, cache: Path, timeout: float = 1800) -> TierResult:
+    artifacts.mkdir(parents=True, exist_ok=True)
+    log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
+    junit.unlink(missing_ok=True)
+    cmd = [str(venv_python()), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", f"--artifacts={artifacts}",
+           f"--tilegate-cache={cache}", f"--junitxml={junit}", "-m", TIERS, MODULE]
+    start = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(version), stdout=out, stderr=subprocess.STDOUT,
+                              timeout=timeout)
+    return TierResult(proc.returncode, time.monotonic() - start, log, read_junit(junit) if junit.is_file() else [])
