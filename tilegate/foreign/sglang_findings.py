@@ -42,10 +42,10 @@ DSV4_FINDINGS: dict[str, tuple[Finding, ...]] = {
         Finding(NARROW_AND_THIN | {"spill"}, "the 64-head block's fp32 acc_o (64 x 512) on 128 threads fills all 512 "
                 "registers and spills 3 VGPRs (inner_iter 1) to 664-718 (2300-2508 B of scratch, inner_iter 16); "
                 "P@V reads bf16 one a ds_read_u16 (256 a wave); 51-57 KB of LDS: 0.5 waves/SIMD"),
-        Finding(frozenset({"lowering"}), "TileLang 0.1.15 refuses the partial's T.Pipelined(num_stages=1) loop: 'two "
-                "statements with buffer access dependency in the same stage of the software pipeline cannot be "
-                "reordered' (tilelang_fp8_attention.py:580), building for CUDA (the H200; gfx942 lowers); SGLang pins 0.1.12",
-                tilelang="0.1.15",
+        Finding(frozenset({"lowering"}), "built for CUDA, TileLang 0.1.12 and 0.1.15 both refuse the partial's "
+                "T.Pipelined(num_stages=1) loop: 'two statements with buffer access dependency in the same stage of the "
+                "software pipeline cannot be reordered' (tilelang_fp8_attention.py:580); gfx942 lowers under both, so "
+                "its GPU numerics need the MI300X runner", gpu="cuda",
                 cases=frozenset(f"t{t}-{k}" for t in (1, 8, 17) for k in KINDS) | {"t8192-dense", "t8192-tail-padded"}),
     ),
 }

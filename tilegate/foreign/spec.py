@@ -80,11 +80,18 @@ class Finding:
     configs: frozenset[str] | None = None
     cases: frozenset[str] | None = None
     tilelang: str | None = None  # only under this TileLang version (None: every one)
+    gpu: str | None = None  # only on this kind of GPU, "cuda" or "rocm" (None: every one)
 
     def _here(self) -> bool:
         from tilegate.tilelang_versions import RUNNING
 
-        return self.tilelang is None or self.tilelang == RUNNING
+        if self.tilelang is not None and self.tilelang != RUNNING:
+            return False
+        if self.gpu is not None:
+            from tilegate.platform import detect  # imports torch: only for a finding scoped to a GPU
+
+            return detect().kind == self.gpu
+        return True
 
     def covers(self, problem: str, config: str) -> bool:
         return (self.cases is None and self._here() and (self.problems is None or problem in self.problems)
