@@ -37,12 +37,12 @@ def _attend(q, kv, indices, used, sm_scale: float, d_v: int, sink, operand: torc
     if sink is not None:
         peak = torch.maximum(peak, sink.float().reshape(1, -1, 1))
     peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))  # a token with no used slot
-    p = torch.exp(scores - peak)
+    p = torch.exp(scores - peak)  # unnormalised, in [0, 1]: what a flash-style kernel multiplies V by
     denom = p.sum(dim=-1, keepdim=True)
     if sink is not None:
         denom = denom + torch.exp(sink.float().reshape(1, -1, 1) - peak)
-    p = p / torch.where(denom > 0, denom, torch.ones_like(denom))
-    return torch.einsum("thk,tkd->thd", p_round(p).to(operand), gathered[..., :d_v].to(operand)).float()
+    out = torch.einsum("thk,tkd->thd", p_round(p).to(operand), gathered[..., :d_v].to(operand)).float()
+    return out / torch.where(denom > 0, denom, torch.ones_like(denom))
 
 
 def sparse_mla(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int, *,
@@ -52,8 +52,9 @@ def sparse_mla(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scal
 
     ``operand`` float32 (the default) is the FP32 reference. A low-precision ``operand`` (bfloat16)
     is the plain-torch baseline of the numerics judge: both products take that dtype (torch
-    accumulates in fp32), and ``p_round`` rounds the probabilities the way the kernel's P operand
-    must be stored (an fp8 P@V takes P in fp8)."""
+    accumulates in fp32), and ``p_round`` rounds the unnormalised probabilities (each in [0, 1], the
+    row's largest 1; the division by their sum comes after P@V, in fp32) the way the P operand must
+    be stored: an fp8 P@V takes them in fp8."""
     used = used_slots(indices, topk_length)
     out = [
         _attend(q[s], kv, indices[s], used[s], sm_scale, d_v, sink, operand, p_round)
@@ -63,7 +64,8 @@ def sparse_mla(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scal
 
 
 def fp8_rounded_probabilities(fp8: torch.dtype):
-    """P in [0, 1] scaled to the fp8 range, rounded to ``fp8``, scaled back: an fp8 P@V's operand."""
+    """P in [0, 1] scaled to the fp8 range, rounded to ``fp8``, scaled back: an fp8 P@V's operand
+    (the fp8 format's own range, whatever kernel is judged)."""
     top = torch.finfo(fp8).max
 
     def round_p(p: torch.Tensor) -> torch.Tensor:

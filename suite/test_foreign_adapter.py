@@ -9,8 +9,9 @@ import pytest
 from tilegate.foreign import Capabilities, Config, Finding, ForeignKernel, ForeignKernelError, IsaExpectations, Problem, Provenance, params
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.discover import discover, load
-from tilegate.foreign.tiers import KnownFinding, _over_budget, _verdict
+from tilegate.foreign.verdicts import KnownFinding, judge_build, judge_case, lowering_finding, over_budget
 from tilegate.isa_checks import Violation
+from tilegate.paths import REPO_ROOT
 
 CAPS = Capabilities(("bfloat16",), (128,), ("full",), ("heads",))
 PROBLEM = Problem("h8", "bfloat16", 128, "full", (8,), params(heads=8))
@@ -51,20 +52,42 @@ def test_provenance_says_what_is_missing_in_one_line():
 
 
 def test_a_config_over_the_lds_budget_is_not_compiled():
-    (over,) = _over_budget(ForeignCase.of(KERNEL, PROBLEM, CFG, "gfx942"))
+    (over,) = over_budget(ForeignCase.of(KERNEL, PROBLEM, CFG, "gfx942"))
     assert over.rule == "lds-budget" and "estimate 70000 bytes > 65536" in over.detail
 
 
-def test_a_known_finding_must_break_exactly_its_rules():
+def test_a_known_finding_must_break_exactly_its_rules_and_be_no_worse():
     findings = KERNEL.findings_for(PROBLEM, CFG)
     spill, mfma, lds = Violation("spill", "x"), Violation("mfma", "y"), Violation("lds-budget", "z")
     with pytest.raises(KnownFinding):
-        _verdict(KERNEL, findings, [spill, mfma])
+        judge_build(KERNEL, findings, [spill, mfma], {})
     for broken in ([spill], [spill, mfma, lds]):  # partly fixed, or something more broke: a plain failure
         with pytest.raises(AssertionError, match="the known finding broke") as info:
-            _verdict(KERNEL, findings, broken)
+            judge_build(KERNEL, findings, broken, {})
         assert not isinstance(info.value, KnownFinding)
-    _verdict(KERNEL, [], [])  # nothing known, nothing broken
+    judge_build(KERNEL, [], [], {})  # nothing known, nothing broken
+    bounded = [dataclasses.replace(findings[0], worst=params(vgpr_spill_count=395, waves_per_simd=0.5))]
+    with pytest.raises(KnownFinding):
+        judge_build(KERNEL, bounded, [spill, mfma], {"vgpr_spill_count": 395, "waves_per_simd": 0.5})
+    for worse in ({"vgpr_spill_count": 396, "waves_per_simd": 0.5}, {"vgpr_spill_count": 10, "waves_per_simd": 0.25}):
+        with pytest.raises(AssertionError, match="worse than its known finding") as info:
+            judge_build(KERNEL, bounded, [spill, mfma], worse)
+        assert not isinstance(info.value, KnownFinding)
+
+
+def test_a_gpu_finding_stands_only_for_its_own_failure():
+    nan = Finding(frozenset({"numerics"}), "r", cases=frozenset({"t1-x"}), nonfinite=True)
+    big = Finding(frozenset({"numerics"}), "r", cases=frozenset({"t1-x"}), worst=params(max_ratio=100))
+    for finding, args, stands in ((nan, {"nonfinite": True}, True), (nan, {"max_ratio": 3.0}, False),
+                                  (big, {"max_ratio": 45.0}, True), (big, {"max_ratio": 1e4}, False)):
+        kernel = dataclasses.replace(KERNEL, findings=(finding,))
+        with pytest.raises(AssertionError) as info:
+            judge_case(kernel, "t1-x", "numerics", "msg", **args)
+        assert isinstance(info.value, KnownFinding) == stands, (finding, args)
+    lowering = Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-x"}), error="cannot be reordered")
+    kernel = dataclasses.replace(KERNEL, findings=(lowering,))
+    assert lowering_finding(kernel, "t1-x", "numerics", RuntimeError("... cannot be reordered ..."))
+    assert lowering_finding(kernel, "t1-x", "numerics", TypeError("launch() got an unexpected keyword")) is None
 
 
 def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
@@ -75,3 +98,22 @@ def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
     lowering = Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-dense"}), gpu="no-such-gpu")
     assert not lowering.covers_case("t1-dense", "numerics")
     assert Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-dense"})).covers_case("t1-dense", "determinism")
+
+
+@pytest.mark.compile
+def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(builder, tmp_path):
+    """Provenance by path (no package): the file is loaded as a module, built for gfx942, and an
+    edit to it changes the cache key."""
+    source = tmp_path / "scores_by_path.py"
+    source.write_text((REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text())
+    caps = Capabilities(("bfloat16",), (128,), ("full",), ())
+    kernel = ForeignKernel("by-path", Provenance("tilegate_test_scores_by_path", path=str(source)), "scores",
+                           {"gfx942": (Config("m64n64", params(block_m=64, block_n=64, head_dim=128), 128),)},
+                           (Problem("d128", "bfloat16", 128, "full"),), caps, IsaExpectations("bfloat16", True, 1.0),
+                           lambda p, c: 32768)
+    case = ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
+    assert kernel.provenance.missing_reason() is None
+    assert builder.isa_report(case).histogram("v_mfma")
+    key = case.cache_key()
+    source.write_text(source.read_text() + "\n# edited\n")
+    assert case.cache_key() != key

@@ -212,6 +212,9 @@ class ForeignRecord(Record):
 
     @classmethod
     def of(cls, kernel) -> ForeignRecord:  # a tilegate.foreign.ForeignKernel
-        scope = lambda f: {k: sorted(v) for k in ("problems", "configs", "cases") if (v := getattr(f, k)) is not None}  # noqa: E731
+        def scope(f) -> dict[str, Any]:
+            found = {k: sorted(v) for k in ("problems", "configs", "cases") if (v := getattr(f, k)) is not None}
+            return found | {k: [v] for k in ("tilelang", "gpu") if (v := getattr(f, k)) is not None}
+
         return cls(kernel.name, source=kernel.provenance.label, sha256=kernel.provenance.sha256(),
                    findings=[{"rules": sorted(f.rules), "reason": f.reason, **scope(f)} for f in kernel.findings])

@@ -155,7 +155,7 @@ def foreign_section(root: Path) -> list[str]:
     for r in load(root, ForeignRecord):
         out += [f"### Foreign kernel `{r.name}`", "", f"{r.source}, source sha256 `{r.sha256[:16]}`", ""]
         rows = [[", ".join(f["rules"]), f["reason"], "; ".join(f"{k}: {', '.join(v)}" for k, v in f.items()
-                                                            if k in ("problems", "configs", "cases")) or "every build"]
+                                                            if k in ("problems", "configs", "cases", "tilelang", "gpu")) or "every build"]
                 for f in r.findings]
         out += [*table(["rules broken", "finding", "where"], rows), ""] if rows else ["No finding.", ""]
     if out:  # in the environment that has the kernels' package (SGLang's: .venv-sglang)

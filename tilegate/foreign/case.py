@@ -37,19 +37,49 @@ class ForeignCase:
         return self.kernel.lds_estimate(self.problem, self.cfg)
 
     def cache_key(self) -> str:
-        """The case, and the sha256 of the kernel's source and of the adapter that builds it."""
-        adapter = sys.modules[self.kernel.lds_estimate.__module__]  # the module that declares the kernel
+        """The case, the factory, the target globals, and the sha256 of the kernel's sources and of the
+        adapter that declares it."""
+        adapter = sys.modules[adapter_module(self.kernel)]
         digests = [self.kernel.provenance.sha256(), source_digest(Path(str(adapter.__file__)))]
-        return "\0".join((self.target, self.name, repr(self.problem), repr(self.cfg), *digests))
+        chosen = repr(sorted(self.kernel.target_globals.get(self.target, {}).items()))
+        return "\0".join((self.target, self.name, self.kernel.factory, chosen, repr(self.problem), repr(self.cfg), *digests))
 
     def lowering_input(self):
-        """(prim_func, pass_configs): the factory called as the module would for ``target``."""
+        """(prim_func, pass_configs): the factory called as the module would for ``target``. A
+        @tilelang.jit factory's own function is called, not its get_tir: get_tir caches by argument,
+        so a build after one with other target globals would get that one's program."""
         module = self.kernel.provenance.load()
         factory = getattr(module, self.kernel.factory)
+        args, kwargs = self.problem.args, dict(self.cfg.kwargs)
         with _module_globals(module, self.kernel.target_globals.get(self.target, {})):
-            if hasattr(factory, "get_tir"):  # a @tilelang.jit function: its prim_func and its pass configs
-                return factory.get_tir(*self.problem.args, **dict(self.cfg.kwargs)), dict(factory.pass_configs or {})
-            return factory(*self.problem.args, **dict(self.cfg.kwargs)), None
+            if hasattr(factory, "get_tir"):
+                traced = getattr(getattr(factory, "func", None), "orig_func", None)
+                prim = traced(*args, **kwargs) if traced is not None else None
+                prim = prim if hasattr(prim, "buffer_map") else factory.get_tir(*args, **kwargs)
+                passes = dict(factory.pass_configs or {})
+            else:
+                prim, passes = factory(*args, **kwargs), None
+        self._check_operand_dtype(prim)
+        return prim, passes
+
+    def _check_operand_dtype(self, prim) -> None:
+        """An fp8 MFMA expectation names the flavour (gfx942: e4m3fnuz); gfx942's MFMA mnemonics do not,
+        so the program's buffers must."""
+        want = self.kernel.isa.mfma_input
+        dtypes = {str(b.dtype) for b in prim.buffer_map.values()}
+        if want and want.startswith("float8") and want not in dtypes:
+            raise ForeignKernelError(f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
+                                     "(are the adapter's target globals applied?)")
+
+
+def adapter_module(kernel: ForeignKernel) -> str:
+    """The module that declared ``kernel``: where discovery found it, else its LDS estimate's module."""
+    from tilegate.foreign.discover import origin_of
+
+    try:
+        return origin_of(kernel).partition(":")[0]
+    except ForeignKernelError:
+        return kernel.lds_estimate.__module__
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
 
 ENTRY_POINT_GROUP = "tilegate.kernels"
+_ORIGINS: dict[str, str] = {}  # kernel name -> the MODULE[:ATTR] that declared it (a child process loads it again)
 
 
 def load(name: str, origin: str) -> list[ForeignKernel]:
@@ -41,4 +42,12 @@ def discover(names: Iterable[str] = ()) -> list[ForeignKernel]:
                 raise ForeignKernelError(f"kernel {kernel.name!r} is declared twice: by {kernels[kernel.name][1]} "
                                          f"and by {origin} {name!r}")
             kernels[kernel.name] = (kernel, f"{origin} {name!r}")
+            _ORIGINS[kernel.name] = name
     return [k for k, _ in kernels.values()]
+
+
+def origin_of(kernel: ForeignKernel) -> str:
+    """The MODULE[:ATTR] discovery loaded ``kernel`` from."""
+    if kernel.name not in _ORIGINS:
+        raise ForeignKernelError(f"{kernel.name} was not found by discover(): no module to load it again from")
+    return _ORIGINS[kernel.name]

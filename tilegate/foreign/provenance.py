@@ -7,7 +7,6 @@ path), so that a missing package or a wrong version is one line, not an import t
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -24,6 +23,7 @@ class Provenance:
     package: str | None = None  # the distribution that must provide it
     version: str | None = None  # its exact version; None takes any
     path: str | None = None  # instead of a package: the kernel's file
+    also: tuple[str, ...] = ()  # modules of the same package the kernel's source takes code or constants from
 
     def __post_init__(self) -> None:
         if (self.package is None) == (self.path is None):
@@ -47,18 +47,22 @@ class Provenance:
             return f"{self.package} {found} is installed, the adapter is for {self.version}"
         return None
 
-    def source_file(self) -> Path:
+    def source_file(self, module: str | None = None) -> Path:
         if self.package is None:
             return Path(str(self.path))
-        relative = Path(*self.module.split(".")).with_suffix(".py")
+        module = module or self.module
+        relative = Path(*module.split(".")).with_suffix(".py")
         located = Path(str(metadata.distribution(self.package).locate_file(relative)))
         if not located.is_file():  # an editable install: ask the import system, which imports the parents
-            spec = importlib.util.find_spec(self.module)
+            spec = importlib.util.find_spec(module)
             located = Path(spec.origin) if spec and spec.origin else located
         return located
 
     def sha256(self) -> str:
-        return source_digest(self.source_file())
+        """Of the kernel's source and of the ``also`` modules'. The file is the one the package
+        installed, where its metadata says; one shadowing it on sys.path would not be what is hashed."""
+        digests = [source_digest(self.source_file(m)) for m in (self.module, *self.also)]
+        return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
 
     def load(self) -> ModuleType:
         if self.path is None:
@@ -74,6 +78,6 @@ class Provenance:
         return module
 
 
-@functools.cache
 def source_digest(path: Path) -> str:
+    """Read every time (a source of tens of KB, once a build): an edit in a session is seen."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()

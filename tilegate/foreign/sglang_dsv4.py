@@ -8,7 +8,8 @@ Problems: 64 and 128 query heads per rank (the kernel pads to 64), the one-cache
 from tilegate.foreign import Capabilities, Config, ForeignKernel, IsaExpectations, Problem, Provenance, params
 from tilegate.foreign.sglang_findings import DSV4_FINDINGS
 
-SOURCE = Provenance("sglang.kernels.ops.attention.dsv4.tilelang_fp8_attention", package="sglang", version="0.5.23")
+SOURCE = Provenance("sglang.kernels.ops.attention.dsv4.tilelang_fp8_attention", package="sglang", version="0.5.23",
+                    also=("sglang.kernels.ops.attention.dsa.tilelang_kernel",))  # its dtypes and _pick_inner_iter
 NOPE, ROPE, TOPK, PAGE, BLOCK_I = 448, 64, 512, 64, 32
 HEADS = (64, 128)
 CAPS = Capabilities(dtypes=("v4-fp8",), head_dims=(NOPE + ROPE,), masks=("sparse-topk",),

@@ -81,6 +81,14 @@ class Finding:
     cases: frozenset[str] | None = None
     tilelang: str | None = None  # only under this TileLang version (None: every one)
     gpu: str | None = None  # only on this kind of GPU, "cuda" or "rocm" (None: every one)
+    # The worst the finding admits, so that a kernel that gets worse in its own way is red too:
+    # (metric, value) pairs. ISA: vgpr_spill_count, private_segment_bytes, lds_bytes, lds_estimate,
+    # narrow_lds_reads (at most), waves_per_simd (at least); numerics: max_ratio (at most).
+    worst: Params = ()
+    # A numerics finding about NaN: it stands only while the failing output is non-finite. A
+    # lowering finding: only an error whose text holds this.
+    nonfinite: bool = False
+    error: str | None = None
 
     def _here(self) -> bool:
         from tilegate.tilelang_versions import RUNNING
@@ -143,6 +151,9 @@ class ForeignKernel:
                                              f"capabilities {declared}")
         if (self.family is None) != (self.launcher is None) or (self.family is None) != (self.gpu_shape is None):
             raise ForeignKernelError(f"{self.name}: a GPU family needs a launcher and a gpu_shape, and they a family")
+        if self.family is not None and self.kv_format not in self.capabilities.dtypes:
+            raise ForeignKernelError(f"{self.name}: its GPU cases store KV as {self.kv_format!r}, a dtype its "
+                                     f"capabilities do not declare ({self.capabilities.dtypes})")
 
     def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
         return [f for f in self.findings if f.covers(problem.name, config.name)]

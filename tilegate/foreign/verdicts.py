@@ -1,0 +1,82 @@
+"""How a foreign kernel's check ends, given its known findings (tilegate.foreign.spec.Finding).
+
+A finding stands, and the check raises KnownFinding (the strict xfail catches only that), when
+the build breaks exactly the finding's rules and is no worse than the finding's ``worst`` figures;
+or when a GPU case fails the finding's check in the finding's way (non-finite output for a NaN
+finding, a max-error ratio within its worst, the error text of a lowering finding). Anything
+else that fails is a plain failure: fixed in part, broken further, or broken another way.
+"""
+
+from __future__ import annotations
+
+from tilegate.foreign.case import ForeignCase
+from tilegate.foreign.spec import Finding, ForeignKernel
+from tilegate.isa import LDS_PER_CU, IsaReport
+from tilegate.isa_checks import NARROW_LDS_READS, Violation, describe, rules_broken
+
+AT_LEAST = {"waves_per_simd"}  # lower is worse; every other metric: higher is worse
+
+
+class KnownFinding(AssertionError):
+    """A build or case fails exactly as its known finding says."""
+
+
+def over_budget(case: ForeignCase) -> list[Violation]:
+    """The filter before compiling: a config whose LDS estimate is over a gfx942 workgroup's."""
+    if case.lds_estimate <= LDS_PER_CU:
+        return []
+    return [Violation("lds-budget", f"estimate {case.lds_estimate} bytes > {LDS_PER_CU} per workgroup: not compiled "
+                                    "(it cannot launch on MI300X)")]
+
+
+def isa_metrics(case: ForeignCase, report: IsaReport | None) -> dict[str, float]:
+    """The figures a finding's ``worst`` may bound; a build that was not compiled has its estimate only."""
+    found: dict[str, float] = {"lds_estimate": case.lds_estimate}
+    if report is not None:
+        found |= {"vgpr_spill_count": report.vgpr_spill_count, "private_segment_bytes": report.private_segment_bytes,
+                  "lds_bytes": report.lds_bytes, "waves_per_simd": report.occupancy.waves_per_simd,
+                  "narrow_lds_reads": sum(n for p in NARROW_LDS_READS for n in report.histogram(p).values())}
+    return found
+
+
+def worse_than(finding: Finding, measured: dict[str, float]) -> list[str]:
+    bad = []
+    for metric, worst in finding.worst:
+        value = measured.get(metric)
+        if value is None:
+            bad.append(f"{metric}: not measured here, the finding bounds it")
+        elif (value < worst) if metric in AT_LEAST else (value > worst):
+            bad.append(f"{metric} = {value}, the finding admits {worst}")
+    return bad
+
+
+def judge_build(kernel: ForeignKernel, findings: list[Finding], broken: list[Violation],
+                measured: dict[str, float]) -> None:
+    known = frozenset().union(*(f.rules for f in findings))
+    if known and broken:
+        if rules_broken(broken) != known:
+            raise AssertionError(f"{kernel.name}: the known finding broke {sorted(known)}, now "
+                                 f"{sorted(rules_broken(broken))}:\n{describe(broken)}")
+        worse = [w for f in findings for w in worse_than(f, measured)]
+        if worse:
+            raise AssertionError(f"{kernel.name}: worse than its known finding: {'; '.join(worse)}\n{describe(broken)}")
+        raise KnownFinding(describe(broken))
+    assert not broken, describe(broken)
+
+
+def judge_case(kernel: ForeignKernel, case: str, rule: str, message: str, *, nonfinite: bool = False,
+               max_ratio: float = 0.0) -> None:
+    """A failed GPU check of ``rule``: the known finding, if one covers it in its way; else a failure."""
+    for f in kernel.findings_for_case(case, rule):
+        if rule not in f.rules or (f.nonfinite and not nonfinite):
+            continue
+        if worse_than(f, {"max_ratio": max_ratio}):
+            continue
+        raise KnownFinding(message)
+    raise AssertionError(message)
+
+
+def lowering_finding(kernel: ForeignKernel, case: str, rule: str, exc: Exception) -> Finding | None:
+    text = f"{type(exc).__name__}: {exc}"
+    return next((f for f in kernel.findings_for_case(case, rule)
+                 if "lowering" in f.rules and f.error is not None and f.error in text), None)
