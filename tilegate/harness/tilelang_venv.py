@@ -106,10 +106,28 @@ class TierResult:
         return self.of(SKIPPED)
 
 
-def _env() -> dict[str, str]:
+def _env(first: tuple[Path, ...] = ()) -> dict[str, str]:
+    """This environment's, less the outer run's pytest and artifacts settings; PYTHONPATH is ``first``
+    (folders that shadow the venv's own packages), then this checkout's tilegate, wherever the venv was made."""
     env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS" and not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)  # this checkout's tilegate, wherever the venv was made
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, first), str(REPO_ROOT)])
     return env
+
+
+def run_child_pytest(python: Path, args: list[str], artifacts: Path, timeout: float,
+                     first: tuple[Path, ...] = ()) -> TierResult:
+    """``python -m pytest args`` from the checkout, its output in ``artifacts``/pytest.log, its
+    JUnit XML (``artifacts``/junit.xml, never an earlier run's) read back."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
+    junit.unlink(missing_ok=True)
+    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--artifacts={artifacts}",
+           f"--junitxml={junit}", *args]
+    start = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(first), stdout=out, stderr=subprocess.STDOUT,
+                              timeout=timeout)
+    return TierResult(proc.returncode, time.monotonic() - start, log, read_junit(junit) if junit.is_file() else [])
 
 
 def tier_modules(timeout: float = 600) -> list[str]:
@@ -130,16 +148,8 @@ def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool
     """The compile + ISA tiers of this checkout under ``version``'s venv, in a subprocess: the
     smoke cases' tests on one process, or with SCOPE full or ``update_golden`` (which re-records
     every snapshot of ``version``) all of them on two xdist workers."""
-    artifacts.mkdir(parents=True, exist_ok=True)
-    log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
-    junit.unlink(missing_ok=True)  # never read an earlier run's results
     full = SCOPE == "full" or update_golden
     select = ["-n", "2"] if full else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
-    cmd = [str(venv_python(version)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-           f"--artifacts={artifacts}", f"--tilegate-cache={cache}", f"--junitxml={junit}",
-           *(["--update-golden", f"--golden-reason={golden_reason or ''}"] if update_golden else []), *select,
-           "-m", TIERS, *tier_modules()]
-    start = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-    return TierResult(proc.returncode, time.monotonic() - start, log, read_junit(junit) if junit.is_file() else [])
+    args = [f"--tilegate-cache={cache}", *(["--update-golden", f"--golden-reason={golden_reason or ''}"] if update_golden
+                                           else []), *select, "-m", TIERS, *tier_modules()]
+    return run_child_pytest(venv_python(version), args, artifacts, timeout)

@@ -11,15 +11,10 @@ its JUnit XML comes back as a tilelang_venv.TierResult.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from pathlib import Path
 
 from tilegate.harness.sglang.protocol import VENV, venv_python
-from tilegate.harness.tilelang_venv import TIERS, TierResult
-from tilegate.paths import REPO_ROOT
-from tilegate.records import read_junit
+from tilegate.harness.tilelang_venv import TIERS, TierResult, run_child_pytest
 
 MODULE = "suite/test_foreign_kernels.py"
 OVERLAYS = {"0.1.15": VENV / "tilelang-0.1.15"}  # version -> folder; 0.1.12 is the venv's own
@@ -32,20 +27,7 @@ def missing_reason(version: str) -> str | None:
     return None
 
 
-def _env(version: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS" and not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join([*([str(OVERLAYS[version])] if version in OVERLAYS else []), str(REPO_ROOT)])
-    return env
-
-
 def run_tiers(version: str, artifacts: Path, cache: Path, timeout: float = 1800) -> TierResult:
-    artifacts.mkdir(parents=True, exist_ok=True)
-    log, junit = artifacts / "pytest.log", artifacts / "junit.xml"
-    junit.unlink(missing_ok=True)
-    cmd = [str(venv_python()), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", f"--artifacts={artifacts}",
-           f"--tilegate-cache={cache}", f"--junitxml={junit}", "-m", TIERS, MODULE]
-    start = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=_env(version), stdout=out, stderr=subprocess.STDOUT,
-                              timeout=timeout)
-    return TierResult(proc.returncode, time.monotonic() - start, log, read_junit(junit) if junit.is_file() else [])
+    overlay = (OVERLAYS[version],) if version in OVERLAYS else ()
+    return run_child_pytest(venv_python(), ["-n", "2", f"--tilegate-cache={cache}", "-m", TIERS, MODULE], artifacts,
+                            timeout, first=overlay)
