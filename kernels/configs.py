@@ -38,11 +38,6 @@ class ConfigError(ValueError):
     """A tile config breaks a hardware limit of its target (raised before compiling)."""
 
 
-def _check_v_layout(name: str, prefetch_kv: bool, v_transposed: bool) -> None:
-    if prefetch_kv and v_transposed:
-        raise ConfigError(f"{name}: prefetch_kv keeps V as gathered; it does not combine with v_transposed")
-
-
 # A gathering producer warpgroup (TileConfig.gather_warpgroup): 128 threads beside the config's own.
 PRODUCER_THREADS = 128
 
@@ -59,8 +54,8 @@ class TileConfig:
     # O tile takes LDS; V kept transposed in LDS, so P@V reads it along its reduction dimension
     q_in_registers: bool = False
     v_transposed: bool = False
-    # paged kernels: the next key block's K and V are gathered into registers while this block
-    # computes (a gather is no bulk copy, so TileLang does not pipeline it)
+    # the next key block's K and V are loaded (paged kernels: gathered) into registers while this
+    # block computes: TileLang pipelines no gather, and no copy at all on gfx942 below gfx950
     prefetch_kv: bool = False
     # paged extend: a producer warpgroup (PRODUCER_THREADS more than ``threads``) gathers K and V by
     # cp.async into ``num_stages`` shared stages while ``threads`` (whole warpgroups) compute
@@ -69,7 +64,6 @@ class TileConfig:
     def __post_init__(self) -> None:
         if self.accum_dtype not in ACCUM_DTYPES:
             raise ConfigError(f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}")
-        _check_v_layout(self.name, self.prefetch_kv, self.v_transposed)
         if self.gather_warpgroup and (self.prefetch_kv or self.v_transposed or self.q_in_registers):
             raise ConfigError(f"{self.name}: gather_warpgroup gathers into shared stages with Q in shared memory; "
                               "it does not combine with prefetch_kv, v_transposed or q_in_registers")
@@ -127,10 +121,18 @@ class TileConfig:
 # block) replaces 16-bit LDS reads in the inner product. m64n64w2 is not here: its K and V
 # tiles plus that workspace overflow the 32 KiB (d128) / 16 KiB (d64) that two (four)
 # resident workgroups would need, so it ran at 0.5 (1.5) waves per SIMD.
+#
+# With no pipelining, each key block's K and V loads were waited for in line with the matrix
+# products (the ISA tier's load-overlap proxy: every load of the inner loop). So every gfx942 config
+# prefetches (prefetch_kv): block kb + 1 is loaded into registers while block kb's MFMAs run, and
+# written to LDS (V transposed) at the top of its own turn. That costs 24-60 VGPRs a lane and takes
+# the d64 tiles from 3 to 2 waves per SIMD and two d128 tiles from 1.5-2 to 1, still the floors
+# (the README's table has every config before and after).
 
 
 def _gfx942(name: str, block_m: int, block_n: int, threads: int) -> TileConfig:
-    return TileConfig(name, block_m, block_n, num_stages=1, threads=threads, q_in_registers=True, v_transposed=True)
+    return TileConfig(name, block_m, block_n, num_stages=1, threads=threads, q_in_registers=True, v_transposed=True,
+                      prefetch_kv=True)
 
 
 _GFX942_COMMON = (
@@ -198,9 +200,6 @@ class DecodeConfig:
     v_transposed: bool = False  # as TileConfig.v_transposed (gfx942)
     prefetch_kv: bool = False  # as TileConfig.prefetch_kv
 
-    def __post_init__(self) -> None:
-        _check_v_layout(self.name, self.prefetch_kv, self.v_transposed)
-
     def block_h(self, shape: AttentionShape) -> int:
         """Query heads per workgroup: one KV head's group, padded to the 16-row MMA tile."""
         return max(16, -(-shape.groups // 16) * 16)
@@ -222,15 +221,18 @@ class DecodeConfig:
             raise ConfigError(f"{where}: needs {lds} bytes of LDS, over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup")
 
 
-# gfx942: 16 query rows fill the 16x16x16 MFMA tile; V transposed in LDS as in prefill. LDS
+# gfx942: 16 query rows fill the 16x16x16 MFMA tile; V transposed in LDS and the next block
+# prefetched into registers, as in prefill. Two and four waves split a block's keys between them
+# (16 rows do not split), so their row reductions cross waves through LDS (9 and 13 barriers an
+# iteration, the ISA table); n16w1s32 has none. LDS
 # bounds occupancy, so each key tile is sized for at least 1 wave per SIMD at head_dim 128 and 2
 # at head_dim 64: n32w2 (K+V 16 KiB at d128: two workgroups per CU), n64w4 (one workgroup of 4
 # waves), n16w1 (four one-wave workgroups, more splits for long contexts and few requests).
 # The earlier n32w1s32 / n64w2s8 held 64 KiB / 2 waves per CU: 0.5 waves per SIMD at d128.
 _GFX942_DECODE = (
-    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True),
-    DecodeConfig("n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True),
-    DecodeConfig("n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True),
+    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True, prefetch_kv=True),
+    DecodeConfig("n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True, prefetch_kv=True),
+    DecodeConfig("n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True, prefetch_kv=True),
 )
 # sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
 # TB/s (across runs). 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV heads x 16).

@@ -20,6 +20,7 @@ from tilegate.kernels.online_softmax import (
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    stage_v_tile,
     store_transposed,
     visibility_mask,
 )
@@ -38,6 +39,9 @@ DEFECTS = (
     "extra_exp",  # P passed through exp2(log2(.)) again: the same values, two more transcendentals a score (perf tier)
     "skip_middle_block",  # the key block in the middle of the context is ignored (end-to-end tier, long prompts)
     "wrong_scale_10pct",  # softmax scale 1/sqrt(d) * 1.1 (end-to-end tier)
+    # gfx942's direct store of Out from registers (q_in_registers) leaves the last query row unwritten;
+    # configs that store through shared memory (sm90's) are unchanged (numerics tier, gfx942 configs)
+    "register_store_skips_last_row",
 )
 
 # TileLang inserts the barriers and bound checks these two defects are about; these pass
@@ -79,13 +83,36 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
     unguarded_k = defect == "read_past_seq_k"
     extra_exp = defect == "extra_exp"
     skip_middle = defect == "skip_middle_block"
+    last_row = 1 if defect == "register_store_skips_last_row" else 0
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(scalar_gemm, policy)
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(acc, scalar_gemm, policy, cfg.v_transposed)
+    stage_v = stage_v_tile(cfg.v_transposed)
 
     mask_scores = visibility_mask(block_m, block_n, causal, skip_middle)
+
+    @T.macro
+    def load_k(K, b, kv_head, kb, dst):
+        """Key block ``kb`` of K into ``dst`` (LDS, or registers when prefetching)."""
+        if unguarded_k:  # element by element, so no bulk copy clips the tail block
+            for i, j in T.Parallel(block_n, head_dim):
+                dst[i, j] = K[b, kb * block_n + i, kv_head, j]
+        else:
+            T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], dst)
+
+    @T.macro
+    def block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state):
+        """Block ``kb``'s masked scores folded into the running statistics; P left in ``probs``."""
+        scores, probs, _, row_max, row_max_prev, rescale, block_sum, row_sum = state
+        mask_scores(scores, kb, seq_k, first_row_key, key_blocks)
+        qk(q_tile, k_tile, scores)
+        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+        if extra_exp:  # exp, the softmax's bottleneck on sm90 (special-function units), twice more
+            for i, j in T.Parallel(block_m, block_n):
+                probs[i, j] = T.cast(T.exp2(T.log2(T.cast(probs[i, j], fp32))), dtype)
+
     batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
     q_layout = [batch, seq_q, shape.q_heads, head_dim]
     kv_layout = [batch, seq_k, shape.kv_heads, head_dim]
@@ -109,8 +136,8 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
             # Out goes through shared memory (a TMA store on sm90) unless Q stays in registers
             store_via_shared = race or not cfg.q_in_registers
             o_tile = T.alloc_shared([block_m, head_dim], dtype) if store_via_shared else None
-            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
-                block_m, block_n, head_dim, dtype, acc)
+            state = alloc_softmax_state(block_m, block_n, head_dim, dtype, acc)
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = state
             block_out = T.alloc_fragment([block_m, head_dim], fp32) if acc16 else None
             p_tile = T.alloc_shared([block_m, block_n], dtype) if scalar_gemm else None
 
@@ -126,24 +153,32 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
             else:
                 n_blocks = key_blocks
 
-            for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
-                if unguarded_k:  # element by element, so no bulk copy clips the tail block
-                    for i, j in T.Parallel(block_n, head_dim):
-                        k_tile[i, j] = K[b, kb * block_n + i, kv_head, j]
-                else:
-                    T.copy(K[b, kb * block_n : (kb + 1) * block_n, kv_head, :], k_tile)
-                mask_scores(scores, kb, seq_k, bx * block_m + diagonal + sees_next_key, key_blocks)
-                qk(q_tile, k_tile, scores)
-                update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                if extra_exp:  # exp, the softmax's bottleneck on sm90 (special-function units), twice more
-                    for i, j in T.Parallel(block_m, block_n):
-                        probs[i, j] = T.cast(T.exp2(T.log2(T.cast(probs[i, j], fp32))), dtype)
-                if cfg.v_transposed:
-                    T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_regs)
-                    store_transposed(v_regs, v_tile)
-                else:
-                    T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
-                accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
+            first_row_key = bx * block_m + diagonal + sees_next_key  # the last key row 0 may see
+            if cfg.prefetch_kv:
+                # block kb + 1's K and V are loaded into registers while block kb computes (gfx942:
+                # TileLang pipelines no copies there); each is written to LDS at the top of its turn
+                k_next = T.alloc_fragment([block_n, head_dim], dtype)
+                v_next = T.alloc_fragment([block_n, head_dim], dtype)
+                load_k(K, b, kv_head, 0, k_next)
+                T.copy(V[b, 0:block_n, kv_head, :], v_next)
+                for kb in T.serial(n_blocks):
+                    T.copy(k_next, k_tile)
+                    stage_v(v_next, v_tile)
+                    if kb + 1 < n_blocks:
+                        load_k(K, b, kv_head, kb + 1, k_next)
+                        T.copy(V[b, (kb + 1) * block_n : (kb + 2) * block_n, kv_head, :], v_next)
+                    block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state)
+                    accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
+            else:
+                for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                    load_k(K, b, kv_head, kb, k_tile)
+                    block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state)
+                    if cfg.v_transposed:
+                        T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_regs)
+                        store_transposed(v_regs, v_tile)
+                    else:
+                        T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_head, :], v_tile)
+                    accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
 
             if hang:  # ~2^60 dependent updates of a value the kernel then stores: never optimised away
                 for _spin in T.serial(1 << 30):
@@ -162,7 +197,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = No
                 T.copy(o_tile, Out[b, bx * block_m : (bx + 1) * block_m, head, :])
             else:
                 for i, j in T.Parallel(block_m, head_dim):
-                    if bx * block_m + i < seq_q:
+                    if bx * block_m + i < seq_q - last_row:
                         Out[b, bx * block_m + i, head, j] = T.cast(out_acc[i, j], dtype)
 
     return flash_fwd_kernel

@@ -135,6 +135,20 @@ def store_transposed(v_regs, v_tile):
         v_tile[d, n] = v_regs[n, d]
 
 
+def stage_v_tile(transposed: bool):
+    """A macro writing V rows held in registers (``v_regs``, [block_n, head_dim]) into the LDS tile
+    alloc_v_tile made: as they are, or ``transposed``."""
+
+    @T.macro
+    def stage(v_regs, v_tile):
+        if transposed:
+            store_transposed(v_regs, v_tile)
+        else:
+            T.copy(v_regs, v_tile)
+
+    return stage
+
+
 def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy, v_transposed: bool = False):
     """out_acc = out_acc * rescale + P V. ``block_out`` (fp32) is used only when accumulating
     in fp16, ``p_tile`` (shared) only by the scalar-gemm defect; pass None otherwise.

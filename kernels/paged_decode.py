@@ -19,6 +19,7 @@ from tilegate.kernels.online_softmax import (
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    stage_v_tile,
 )
 from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, gather_v_tile, load_slots, start_kv_prefetch
 from tilegate.kernels.problem import AttentionShape
@@ -37,6 +38,7 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     update = softmax_update(log2_scale)
     accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
     gather_v = gather_v_tile(cfg.v_transposed)
+    stage_v = stage_v_tile(cfg.v_transposed)
 
     batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
 
@@ -79,10 +81,11 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                                   k_next, v_next)
                 for kb in T.serial(n_blocks):
                     T.copy(k_next, k_tile)
-                    T.copy(v_next, v_tile)
-                    if kb + 1 < n_blocks:  # in flight while this block computes
-                        advance_kv_prefetch(req_to_token, req, start + (kb + 1) * block_n, stop, slots, slots_ahead,
-                                            K_pool, V_pool, kv_head, k_next, v_next)
+                    stage_v(v_next, v_tile)
+                    # in flight while this block computes; past the last block, every slot is NO_SLOT
+                    # and nothing is read
+                    advance_kv_prefetch(req_to_token, req, start + (kb + 1) * block_n, stop, slots, slots_ahead,
+                                        K_pool, V_pool, kv_head, k_next, v_next)
                     for h, n in T.Parallel(block_h, block_n):
                         scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
                     qk(q_tile, k_tile, scores)

@@ -30,6 +30,7 @@ from tilegate.kernels.online_softmax import (
     reset_softmax_state,
     scale_log2,
     softmax_update,
+    stage_v_tile,
     visibility_mask,
 )
 from tilegate.kernels.paged_gather import (
@@ -92,6 +93,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
 
     mask_scores = visibility_mask(block_m, block_n, causal)  # row i sits at context position first_row + i
     gather_v = gather_v_tile(cfg.v_transposed)
+    stage_v = stage_v_tile(cfg.v_transposed)
     total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
     launched_threads = cfg.threads + (PRODUCER_THREADS if cfg.gather_warpgroup else 0)
 
@@ -178,7 +180,7 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                                       k_next, v_next)
                     for kb in T.serial(n_blocks):
                         T.copy(k_next, k_tile)
-                        T.copy(v_next, v_tile)
+                        stage_v(v_next, v_tile)
                         if kb + 1 < n_blocks:  # in flight while this block computes
                             advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
                                                 V_pool, kv_head, k_next, v_next)

@@ -56,8 +56,9 @@ def causal_builds(heads: int, kv_heads: int, head_dim: int, *kinds: str, **optio
 
 
 def judged(case, cfg, q, k, v, artifacts_dir, label="random"):
-    """Run the prefill kernel, judge it against FP32 relative to plain torch, record the verdict."""
-    out = flash_attention(case.shape, cfg, q, k, v)
+    """Run the prefill kernel, judge it against FP32 relative to plain torch, record the verdict. The
+    output starts as NaN: an element the kernel never writes fails the judge, whatever the memory held."""
+    out = flash_attention(case.shape, cfg, q, k, v, out=torch.full_like(q, float("nan")))
     ref = ref_attention(q, k, v, causal=case.shape.causal)
     verdict = judge(out, ref, ref_attention_lowp(q, k, v, causal=case.shape.causal))
     record_numerics(artifacts_dir, f"{case.name}-{cfg.name}-{label}", case.shape.dtype, verdict)

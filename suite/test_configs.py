@@ -7,7 +7,6 @@ from tilegate.kernels.configs import (
     GFX942,
     SM90,
     ConfigError,
-    DecodeConfig,
     TileConfig,
     configs_for,
     fp16_accum_variant,
@@ -65,11 +64,14 @@ def test_unknown_accumulator_dtype_is_rejected():
         TileConfig("x", 64, 64, 1, 128, accum_dtype="float64")
 
 
-def test_prefetch_does_not_combine_with_a_transposed_v():
-    with pytest.raises(ConfigError, match="prefetch_kv"):
-        TileConfig("x", 64, 64, 1, 128, v_transposed=True, prefetch_kv=True)
-    with pytest.raises(ConfigError, match="prefetch_kv"):
-        DecodeConfig("x", 64, 128, 16, v_transposed=True, prefetch_kv=True)
+def test_every_gfx942_config_prefetches_the_next_key_block():
+    """TileLang pipelines no copy below gfx950: without the register prefetch every K/V load of the
+    inner loop is waited for before a matrix instruction issues (the ISA tier's load-overlap rule)."""
+    from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
+
+    for tables in (CONFIG_TABLES, EXTEND_TABLES, DECODE_TABLES):
+        for configs in tables["gfx942"].values():
+            assert all(cfg.prefetch_kv and cfg.v_transposed for cfg in configs), [c.name for c in configs]
 
 
 def test_a_gathering_producer_warpgroup_is_refused_where_it_cannot_run():

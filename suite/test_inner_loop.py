@@ -100,11 +100,17 @@ def test_fp16_in_an_epilogue_is_no_fp16_accumulation():
     moved = PERSISTENT.replace("\ts_add_u32 s0, s0, 1   ", "\tv_fma_mixlo_f16 v7, v5, v6, v7")  # accumulating in the key loop
     assert Counter(loop_mnemonics(moved))["v_fma_mixlo_f16"] == 1 and "v_fma_mixlo_f16" in FP16_ACCUMULATION_SIGNATURE
     assert Counter(loop_mnemonics("\tv_add_f16 v1, v2, v3   // 000000001000: 00000000\n"))["v_add_f16"] == 1  # no loop: all
+    # in the loop, P's scale-and-convert (a product rounded to fp16, addend 0) adds nothing; a real addend does
+    scaled = PERSISTENT.replace("\ts_add_u32 s0, s0, 1   ", "\tv_fma_mixlo_f16 v7, v5, v6, 0 ")
+    assert Counter(loop_mnemonics(scaled))["v_fma_mixlo_f16"] == 0
 
 
 def test_a_branch_to_the_kernels_first_instruction_closes_a_loop():
     """llvm-objdump names that target <kernel>, with no offset."""
-    from tilegate.inner_loop import loops, parse_listing
+    from tilegate.inner_loop import parse_listing
+    from tilegate.loop_forest import basic_blocks, loop_forest
 
     to_start = PERSISTENT.replace("<p+0x4>", "<p>").replace("-11 ", "-12 ")
-    assert (0x1000, 0x102C) in loops(parse_listing(to_start))
+    blocks = basic_blocks(parse_listing(to_start))
+    (outer,) = loop_forest(blocks)
+    assert 0 in outer.blocks and len(outer.inner) == 1  # the key loop, nested in the one back to the start

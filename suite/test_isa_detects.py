@@ -3,6 +3,7 @@
 from collections import Counter
 
 import pytest
+from suite_helpers import build_params
 
 from tilegate.fixtures import planted_kernels as planted
 from tilegate.fixtures.compile_cases import cases
@@ -53,7 +54,18 @@ def test_mfma_of_the_wrong_input_type_is_flagged(builder):
 def test_slow_tile_layout_breaks_the_speed_proxies(builder):
     report = builder.isa_report(planted.SLOW_LAYOUT)
     assert check_all(report, "float16") == []  # a correct kernel: only the speed proxies see it
-    assert rules_broken(check_speed_proxies(report, 128)) == {"lds-read-width", "waves-per-simd"}
+    assert rules_broken(check_speed_proxies(report, 128)) == {"lds-read-width", "waves-per-simd", "load-overlap"}
+
+
+@pytest.mark.isa
+@pytest.mark.parametrize("case", build_params(planted.LOAD_THEN_WAIT))
+def test_load_then_wait_order_breaks_the_overlap_proxy(builder, case):
+    """Without the register prefetch each key block's loads are waited for before any MFMA issues:
+    a correct kernel that only the overlap proxy sees."""
+    report = builder.isa_report(case)
+    assert check_all(report, "float16") == []
+    assert rules_broken(check_speed_proxies(report, 128)) == {"load-overlap"}
+    assert report.latency.loads_not_overlapped == report.latency.loads > 0
 
 
 def _report(**instructions: int) -> IsaReport:

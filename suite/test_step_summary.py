@@ -116,7 +116,8 @@ ISA = IsaRecord("flash_fwd-causal-d128-fp16-m128n64w4", compiler="clang", target
                 sgpr_spill_count=0, private_segment_bytes=0, lds_bytes=18432, threads=256,
                 occupancy={"workgroups_per_cu": 2, "waves_per_cu": 8, "waves_per_simd": 2.0, "limited_by": "vgpr", "limits": {}},
                 mfma={"v_mfma_f32_16x16x16_f16": 64}, lds_reads={"ds_read_u16": 3}, global_loads={}, scratch=0,
-                inner_loop_cycles=1432.4)
+                inner_loop_cycles=1432.4, inner_loop_loads=8, loads_not_overlapped=0, barriers_per_iteration=7,
+                reduction_lds_round_trips=8)
 
 
 def _records(root: Path) -> None:
@@ -141,7 +142,8 @@ def test_the_terminal_and_the_step_summary_show_the_same_records(failing):
     _records(failing)
     text, _ = _summary(failing)
     terminal = dict(render.terminal_sections(failing))
-    cells = ["flash_fwd-causal-d128-fp16-m128n64w4", "240", "64", "18432", "2", "2.00", "vgpr", "64", "3", "1432.4"]
+    cells = ["flash_fwd-causal-d128-fp16-m128n64w4", "240", "64", "18432", "2", "2.00", "vgpr", "64", "3", "1432.4",
+             "0/8", "7", "8"]
     assert terminal["gfx942 ISA summary"][1].split() == cells
     assert "| `flash_fwd-causal-d128-fp16-m128n64w4` | " + " | ".join(cells[1:]) + " |" in text
     numerics, memory = terminal["numerics, memory and drift summary"]

@@ -1,7 +1,7 @@
 """A static cycle estimate of a gfx942 kernel's inner loop, from its disassembly and llvm-mca.
 
-The inner loop is the one closed by a backward branch that holds the most MFMA instructions of
-its own (not inside a loop nested in it), the smallest such loop on a tie: the key-block loop of
+The inner loop is the loop (a cycle of the control-flow graph, tilegate/loop_forest.py) that holds
+the most MFMA instructions of its own (not inside a loop nested in it), the smallest on a tie: the key-block loop of
 every attention kernel, also where a persistent kernel wraps it in a loop over query blocks (that
 loop holds the same MFMAs, and more instructions). A kernel without MFMA, the decode combine,
 takes its longest loop. llvm-mca runs its straight-line body with LLVM's gfx942 scheduling
@@ -17,13 +17,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilegate.loop_forest import BRANCHES, Loop, all_loops, basic_blocks, loop_forest
+
 # "\ts_cbranch_scc1 -42   // 000000001B10: BF85FFD6 <kernel+0x158>": text, address, branch target
 # (a branch to the kernel's first instruction reads <kernel>)
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(<[^+>]+(?:\+0x([0-9a-fA-F]+))?>)?\s*$")
 MCA_ITERATIONS = 100
 # Part of the code-object cache key (tilegate/codeobj.py): a cached entry holds the report on the
-# loop this rule chose. 2: a loop's own MFMAs, the tightest loop on a tie (was: all MFMAs, longest).
-LOOP_RULE = "2"
+# loop this rule chose. 3: loops as the control-flow graph's (tilegate/loop_forest.py), so that a
+# part of the loop laid out past its closing branch belongs to it (2: address spans of backward
+# branches; a loop's own MFMAs, the tightest loop on a tie).
+LOOP_RULE = "3"
 
 
 NO_LOOP = "no inner loop: the kernel has no backward branch\n"
@@ -49,42 +53,49 @@ def parse_listing(listing: str) -> list[Instruction]:
     return out
 
 
-def loops(code: list[Instruction]) -> list[tuple[int, int]]:
-    """(first, last address) of every loop: a branch back to an earlier address."""
-    return [(i.target, i.address) for i in code
-            if i.target is not None and i.target <= i.address and i.text.startswith(("s_branch", "s_cbranch"))]
-
-
-def _inside(address: int, spans: list[tuple[int, int]]) -> bool:
-    return any(first <= address <= last for first, last in spans)
-
-
 def inner_loop(listing: str) -> list[str] | None:
     """The body (branches left out: llvm-mca models straight-line code) of the kernel's inner
-    loop; None for a kernel without a loop."""
+    loop, its blocks in address order; None for a kernel without a loop."""
     code = parse_listing(listing)
-    spans = loops(code)
-    if not spans:
+    blocks = basic_blocks(code)
+    candidates = all_loops(loop_forest(blocks))
+    if not candidates:
         return None
 
-    def body(loop):
-        return [i for i in code if loop[0] <= i.address <= loop[1]]
+    def instructions(indices) -> list[Instruction]:
+        return [code[i] for b in sorted(indices) for i in range(blocks[b].first, blocks[b].last + 1)]
 
-    def weight(loop):
-        nested = [m for m in spans if m != loop and loop[0] <= m[0] and m[1] <= loop[1]]
-        own = sum(1 for i in body(loop) if i.text.startswith("v_mfma") and not _inside(i.address, nested))
-        size = len(body(loop))
+    def weight(loop: Loop):
+        own = sum(1 for i in instructions(loop.own_blocks()) if i.text.startswith("v_mfma"))
+        size = len(instructions(loop.blocks))
         return own, (size if own == 0 else -size)  # MFMA work: its tightest loop; none: the longest
 
-    return [i.text for i in body(max(spans, key=weight)) if not i.text.startswith(("s_branch", "s_cbranch"))]
+    chosen = max(candidates, key=weight)
+    return [i.text for i in instructions(chosen.blocks) if not i.text.startswith(BRANCHES)]
+
+
+# A mixed-precision FMA whose addend is the constant 0 (``v_fma_mixlo_f16 v1, v2, v3, 0``) is a product
+# rounded to fp16, no sum: P's exp2 scaled for denormals and converted, say. loop_mnemonics names it so.
+NO_ADDEND = "+addend0"
+
+
+def _operation(text: str) -> str:
+    name = text.split()[0]
+    if name.startswith("v_fma_mix") and text.replace(" ", "").endswith(",0"):
+        return name + NO_ADDEND
+    return name
 
 
 def loop_mnemonics(listing: str) -> list[str]:
     """The mnemonics of the instructions inside any loop (all of them for a kernel without one):
-    where an accumulation across key blocks happens, not a prologue or an epilogue."""
+    where an accumulation across key blocks happens, not a prologue or an epilogue. A zero-addend
+    v_fma_mix carries the NO_ADDEND suffix."""
     code = parse_listing(listing)
-    spans = loops(code)
-    return [i.text.split()[0] for i in code if not spans or _inside(i.address, spans)]
+    blocks = basic_blocks(code)
+    inside = {b for loop in loop_forest(blocks) for b in loop.blocks}
+    if not inside:
+        return [_operation(i.text) for i in code]
+    return [_operation(code[i].text) for b in sorted(inside) for i in range(blocks[b].first, blocks[b].last + 1)]
 
 
 def mca_report(mca: Path, loop: list[str]) -> str:

@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from tilegate.codeobj import CodeObject
-from tilegate.inner_loop import cycles_per_iteration, loop_mnemonics
+from tilegate.inner_loop import cycles_per_iteration, inner_loop, loop_mnemonics
+from tilegate.latency import NO_PROXIES, LatencyProxies, latency_proxies
 
 WAVE = 64
 SIMDS_PER_CU = 4
@@ -94,6 +95,7 @@ class IsaReport:
     instructions: Counter = field(repr=False)
     # inside any loop (all of them without one): tilegate.inner_loop.loop_mnemonics
     loop_instructions: Counter = field(default_factory=Counter, repr=False)
+    latency: LatencyProxies = NO_PROXIES  # the inner loop's (tilegate/latency.py)
 
     @property
     def lds_bytes(self) -> int:
@@ -130,6 +132,10 @@ class IsaReport:
             "global_loads": self.histogram("global_load") | self.histogram("buffer_load"),
             "scratch": self.count("scratch_"),
             "inner_loop_cycles": self.inner_loop_cycles,
+            "inner_loop_loads": self.latency.loads,
+            "loads_not_overlapped": self.latency.loads_not_overlapped,
+            "barriers_per_iteration": self.latency.barriers,
+            "reduction_lds_round_trips": self.latency.reduction_lds_round_trips,
         }
 
 
@@ -165,4 +171,5 @@ def read_code_object(obj: CodeObject, dynamic_lds_bytes: int, threads: int) -> I
         inner_loop_cycles=cycles_per_iteration(obj.inner_loop_mca.read_text()),
         instructions=Counter(_INSTR.findall(body)),
         loop_instructions=Counter(loop_mnemonics(body)),
+        latency=latency_proxies(inner_loop(body)),
     )

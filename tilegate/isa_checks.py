@@ -121,8 +121,9 @@ def check_all(r: IsaReport, input_dtype: str, *, uses_mfma: bool = True, wide_gl
 
 
 # Speed proxies (the CPU tier has no MI300X to time on): what a CPU can tell about gfx942 speed. Sub-dword LDS reads are one
-# element per instruction (a B operand read across its rows, for example); and with one wave per
-# SIMD or fewer, nothing hides the latency of a global load or an MFMA chain.
+# element per instruction (a B operand read across its rows, for example); with one wave per
+# SIMD or fewer, nothing hides the latency of a global load or an MFMA chain; and a load waited for
+# before any matrix instruction issues after it leaves the wave idle for the whole trip to memory.
 NARROW_LDS_READS = ("ds_read_u8", "ds_read_i8", "ds_read_u16", "ds_read_i16")  # _d16/_d16_hi forms too
 MIN_WAVES_PER_SIMD = {64: 2.0, 128: 1.0}  # by head_dim
 
@@ -145,8 +146,18 @@ def check_min_waves(r: IsaReport, want: float, what: str) -> list[Violation]:
     return []
 
 
+def check_load_overlap(r: IsaReport) -> list[Violation]:
+    """Every global load of the inner loop has an MFMA issued before its wait (tilegate/latency.py):
+    the next K/V tile is in flight while this one's matrix products run."""
+    p = r.latency
+    if p.loads_not_overlapped:
+        return [Violation("load-overlap", f"{p.loads_not_overlapped} of the inner loop's {p.loads} global loads "
+                                          "are waited for (s_waitcnt vmcnt) before any MFMA issues after them")]
+    return []
+
+
 def check_speed_proxies(r: IsaReport, head_dim: int) -> list[Violation]:
-    return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim)]
+    return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim), *check_load_overlap(r)]
 
 
 def rules_broken(violations: list[Violation]) -> set[str]:

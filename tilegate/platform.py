@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 # GPU architecture as the device reports it -> the config table built for it.
 CONFIG_TARGETS = {"gfx942": "gfx942", "sm_90": "sm90"}
+# The table whose programs ship on MI300X. Every GPU also runs them: the same TileLang program,
+# lowered for the local backend (on the H200, for sm90), so that the programs that ship are
+# checked for numbers wherever the gate has a GPU (cross-target execution).
+SHIPPING_TARGET = "gfx942"
 
 
 class NoLocalTarget(RuntimeError):
@@ -31,6 +35,14 @@ class Platform:
     @property
     def has_gpu(self) -> bool:
         return self.kind != "cpu"
+
+    @property
+    def executed_targets(self) -> tuple[str, ...]:
+        """The config tables whose programs run here: the local GPU's own, then SHIPPING_TARGET's
+        (native on MI300X, cross-target elsewhere); none without a GPU that has a table."""
+        if self.config_target is None:  # no GPU, or one with no table: nothing is launched here
+            return ()
+        return tuple(dict.fromkeys(t for t in (self.config_target, SHIPPING_TARGET) if t))
 
     def describe(self) -> str:
         return f"{self.kind} {self.arch or ''} {self.device_name or ''}".strip()
@@ -58,3 +70,8 @@ def local_target() -> str:
         raise NoLocalTarget(f"no tile-config table for {plat.describe()}: add one to kernels/configs.py "
                             f"(tables exist for {', '.join(sorted(CONFIG_TARGETS))})")
     return plat.config_target
+
+
+def cross_targets() -> tuple[str, ...]:
+    """The tables this GPU runs besides its own (SHIPPING_TARGET's on a GPU that is no MI300X)."""
+    return tuple(t for t in detect().executed_targets if t != detect().config_target)

@@ -88,6 +88,11 @@ class IsaRecord(Record):
     global_loads: dict[str, int]
     scratch: int
     inner_loop_cycles: float | None = None  # llvm-mca, per iteration
+    # the inner loop's latency proxies (tilegate/latency.py); None in a record from before them
+    inner_loop_loads: int | None = None
+    loads_not_overlapped: int | None = None
+    barriers_per_iteration: int | None = None
+    reduction_lds_round_trips: int | None = None
 
     @classmethod
     def from_report(cls, name: str, report: IsaReport) -> IsaRecord:

@@ -41,14 +41,26 @@ def to_json(record: Record) -> str:
 
 # --- the cells both summaries show ----------------------------------------------------------
 
-ISA_COLUMNS = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16", "loop cycles"]
+ISA_COLUMNS = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16", "loop cycles",
+               "loads not overlapped", "barriers/iter", "reduction LDS trips"]
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _of(part, whole) -> str:
+    """"2/8"; "-" for a record from before the figures existed."""
+    return "-" if part is None or whole is None else f"{part}/{whole}"
 
 
 def isa_cells(r: IsaRecord) -> list[str]:
     occ = r.occupancy
     return [r.name, str(r.vgpr_count), str(r.agpr_count), str(r.lds_bytes), str(occ["workgroups_per_cu"]),
             f"{occ['waves_per_simd']:.2f}", str(occ["limited_by"]), str(sum(r.mfma.values())),
-            str(r.lds_reads.get("ds_read_u16", 0)), str(r.inner_loop_cycles)]
+            str(r.lds_reads.get("ds_read_u16", 0)), str(r.inner_loop_cycles),
+            _of(r.loads_not_overlapped, r.inner_loop_loads), _or_dash(r.barriers_per_iteration),
+            _or_dash(r.reduction_lds_round_trips)]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,12 @@ GFX942_TARGET_ID = "gfx942:sramecc+:xnack-"
 INSTALL_HINT = "run scripts/install-gfx942-toolchain.sh (Debian 12) or set ROCM_PATH to a ROCm install"
 # hipcc passes these to ROCm's clang; the cross build passes them too, so both inline alike.
 ROCM_LLVM_FLAGS = ("-mllvm", "-amdgpu-early-inline-all=true", "-mllvm", "-amdgpu-function-calls=false")
+# The cross build's clang 19 folds __builtin_amdgcn_wavefrontsize() only at instruction selection,
+# after control flow is laid out: TileLang's reductions (`if (offset >= warpSize)`) keep their
+# wave32 LDS path, barriers included, as blocks that never run on wave64. LLVM 20 folds it in the
+# middle end (llvm/llvm-project#114481). Pinning it to gfx942's 64 builds what LLVM 20 builds, so
+# the ISA tier counts the barriers and LDS traffic that execute. ROCm's own clang builds as shipped.
+CROSS_WAVE_SIZE_FLAGS = ("-D__builtin_amdgcn_wavefrontsize()=64",)
 
 
 class ToolchainMissing(RuntimeError):
@@ -125,7 +131,7 @@ def _debian_cross_toolchain() -> Toolchain:
     flags = (
         *_common_flags(), f"--rocm-path={usr}", f"--hip-path={usr}",
         f"--rocm-device-lib-path={usr}/lib/llvm-17/lib/clang/17/amdgcn/bitcode",
-        *tilelang_include_flags(), f"-I{prefix / 'shim'}", "-include", "hip/hip_bfloat16.h",
+        *tilelang_include_flags(), f"-I{prefix / 'shim'}", "-include", "hip/hip_bfloat16.h", *CROSS_WAVE_SIZE_FLAGS,
     )
     packages = (prefix / "PACKAGES").read_text().split()
     version = f"{_first_line([tools['clang++'], '--version'])} | {_hip_version(usr / 'include')} | {' '.join(packages)}"

@@ -7,7 +7,8 @@
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
          with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
-  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T
+  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T,
+         and gfx942's everywhere (tilegate.platform.SHIPPING_TARGET: its programs lowered for the local GPU)
   sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
 the install command in it.
@@ -38,9 +39,9 @@ def skip_reason(item: pytest.Item) -> str | None:
     if item.get_closest_marker("gpu") and not detect().has_gpu:
         return "no GPU: this check runs kernels or compiles for the local GPU"
     config_target = item.get_closest_marker("config_target")
-    if config_target and detect().config_target != config_target.args[0]:
-        return (f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) uses "
-                f"{detect().config_target or 'no'} table")
+    if config_target and config_target.args[0] not in detect().executed_targets:
+        runs = " and ".join(detect().executed_targets) or "no"
+        return f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) runs the {runs} tables"
     tilelang_venv = item.get_closest_marker("tilelang_venv")
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test

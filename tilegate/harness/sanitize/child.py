@@ -1,4 +1,5 @@
-"""One sanitizer run's workload: launch one kernel family on every local config over small inputs
+"""One sanitizer run's workload: launch one kernel family on every config of every table the local
+GPU runs (tilegate.platform: its own, and the gfx942 programs lowered for it) over small inputs
 that reach every tail and mask path. Run as
 
     compute-sanitizer --tool T python -m tilegate.harness.sanitize.child FAMILY [--defect D] [--plain-stores]
@@ -25,7 +26,7 @@ from tilegate.harness.sanitize import protocol
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.problem import AttentionShape
-from tilegate.platform import local_target
+from tilegate.platform import detect
 from tilegate.references.dtypes import TORCH_DTYPES
 
 HEADS = (8, 2)  # GQA 4:1, small enough that a sanitized launch takes seconds
@@ -48,10 +49,15 @@ def _say(what: str) -> None:
 
 
 def _configs(head_dim: int, tables, first_only: bool, fewest_threads: bool = False) -> tuple:
-    configs = configs_for(local_target(), head_dim, tables)
-    if fewest_threads:
-        return (min(configs, key=lambda cfg: cfg.threads),)
-    return configs[:1] if first_only else configs
+    """The configs of every table this GPU runs (its own, and gfx942's programs lowered for it)."""
+    picked = []
+    for target in detect().executed_targets:
+        configs = configs_for(target, head_dim, tables)
+        if fewest_threads:
+            picked.append(min(configs, key=lambda cfg: cfg.threads))
+        else:
+            picked += configs[:1] if first_only else configs
+    return tuple(picked)
 
 
 def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = False, lean: bool = False,
