@@ -125,9 +125,9 @@ class TileConfig:
 # With no pipelining, each key block's K and V loads were waited for in line with the matrix
 # products (the ISA tier's load-overlap proxy: every load of the inner loop). So every gfx942 config
 # prefetches (prefetch_kv): block kb + 1 is loaded into registers while block kb's MFMAs run, and
-# written to LDS (V transposed) at the top of its own turn. That costs 24-60 VGPRs a lane and takes
-# the d64 tiles from 3 to 2 waves per SIMD and two d128 tiles from 1.5-2 to 1, still the floors
-# (the README's table has every config before and after).
+# written to LDS (V transposed) at the top of its own turn. That costs 16-64 VGPRs a lane and takes
+# most d64 tiles from 3 to 2 waves per SIMD and three d128 tiles from 1.5-2 to 1, at or above the
+# floors (the README's table has every config before and after).
 
 
 def _gfx942(name: str, block_m: int, block_n: int, threads: int) -> TileConfig:

@@ -56,6 +56,10 @@ def test_a_rise_past_ten_percent_fails_the_golden_and_a_drop_passes():
     changed = golden_diff(golden, {"vgpr_count": 101, "inner_loop_cycles": 1200.0})
     assert [v.rule for v in changed] == ["vgpr_count", "inner_loop_cycles"]
     assert str(changed[0]) == "vgpr_count: golden 100 -> now 101"  # as the golden test's message shows it
+    # barriers: one fewer passes (a redundant one lost to the hash seed), one more fails
+    assert golden_diff({"barriers_per_iteration": 7}, {"barriers_per_iteration": 6}) == []
+    assert [v.rule for v in golden_diff({"barriers_per_iteration": 7}, {"barriers_per_iteration": 8})] == [
+        "barriers_per_iteration"]
 
 
 # A persistent kernel: an outer loop over query blocks (0x1004-0x102C) around the key loop

@@ -40,9 +40,41 @@ IN_LINE = (ROTATED.replace("\ts_waitcnt vmcnt(0)                                
 
 def test_a_prefetch_laid_out_past_the_loops_closing_branch_belongs_to_the_loop():
     body = inner_loop(ROTATED)
-    assert body[0].startswith("ds_read_b64") and MFMA in body
-    assert body[-1].startswith("global_load_dwordx4")  # the address span of the backward branch alone ends before it
+    # the iteration starts where the loop is entered (the staging of the block loaded ahead), and the
+    # prefetch past the closing branch is in it, before the compute it runs ahead of
+    assert body[0] == "s_waitcnt vmcnt(0)" and MFMA in body
+    assert body.index("global_load_dwordx4 v[0:3], v[8:9], off") < body.index(MFMA)
     assert not any(t.startswith(("s_branch", "s_cbranch")) for t in body)
+
+
+# The prefetch under `kb + 1 < n_blocks` placed after the kernel's end: it runs between the header's
+# staging and the compute, so its load has the compute's MFMA before its wait in the next iteration.
+# Walked in address order, the load would come last and meet that wait at once.
+OUT_OF_LINE = """\
+0000000000001000 <k>:
+\ts_mov_b32 s0, 0                                            // 000000001000: BE800080
+\tglobal_load_dwordx4 v[0:3], v[8:9], off                    // 000000001004: DC5C0000 00000008
+\ts_waitcnt vmcnt(0)                                         // 00000000100C: BF8C0F70
+\tds_write_b128 v10, v[0:3]                                  // 000000001010: D9BE0000 0000000A
+\ts_cmp_eq_u32 s0, 7                                         // 000000001018: BF068700
+\ts_cbranch_scc0 9                                           // 00000000101C: BF840009 <k+0x44>
+\tds_read_b64 v[4:5], v10                                    // 000000001020: D8EC0000 0400000A
+\ts_waitcnt lgkmcnt(0)                                       // 000000001028: BF8CC07F
+\tv_mfma_f32_16x16x16_f16 a[0:3], v[4:5], v[4:5], a[0:3]     // 00000000102C: D3CD8000 04020904
+\ts_add_u32 s0, s0, 1                                        // 000000001034: 80008100
+\ts_cmp_ge_u32 s0, 8                                         // 000000001038: BF098800
+\ts_cbranch_scc0 -13                                         // 00000000103C: BF84FFF3 <k+0xc>
+\ts_endpgm                                                   // 000000001040: BF810000
+\tglobal_load_dwordx4 v[0:3], v[8:9], off                    // 000000001044: DC5C0000 00000008
+\ts_branch -11                                               // 00000000104C: BF82FFF5 <k+0x20>
+"""
+
+
+def test_the_iteration_is_walked_in_the_order_its_blocks_run():
+    body = inner_loop(OUT_OF_LINE)
+    assert body.index("global_load_dwordx4 v[0:3], v[8:9], off") < body.index(MFMA)
+    proxies = latency_proxies(body)
+    assert (proxies.loads, proxies.loads_not_overlapped) == (1, 0)
 
 
 def test_the_prefetched_load_overlaps_the_next_blocks_mfma():
@@ -59,6 +91,9 @@ def test_vmcnt_retires_all_but_the_newest_n():
     # a store counts on vmcnt too: vmcnt(1) after a load and a store retires the load
     store = "global_store_dwordx4 v[8:9], v[0:3], off"
     assert unoverlapped_loads([first, store, "s_waitcnt vmcnt(1)", MFMA]) == (1, 1)
+    # a spill's scratch load counts on vmcnt too: vmcnt(1) retires the global load before the MFMA
+    spill = "scratch_load_dword v9, off, s0"
+    assert unoverlapped_loads([first, spill, "s_waitcnt vmcnt(1)", MFMA, "s_waitcnt vmcnt(0)"]) == (2, 1)
     # lgkmcnt alone retires no global load
     assert unoverlapped_loads([first, "s_waitcnt lgkmcnt(0)", MFMA, "s_waitcnt vmcnt(0)"]) == (1, 0)
 

@@ -32,13 +32,26 @@ def golden_path(name: str, toolchain_kind: str, tilelang_version: str) -> Path:
 CYCLES_FIELD, CYCLES_RISE_LIMIT = "inner_loop_cycles", 0.10
 
 
+# Barriers per iteration are judged by their rise too: a run whose process lowers with another hash
+# seed than the workers' (tilegate/testing/plugin.py) can lose a redundant barrier; any added one fails.
+BARRIERS_FIELD = "barriers_per_iteration"
+
+
 def golden_diff(expected: dict, actual: dict, fields=None) -> list[Violation]:
     keys = sorted(fields or (set(expected) | set(actual)) - {CHANGE_KEY})  # the change note is no figure
     diff = [Violation(k, f"golden {expected.get(k)!r} -> now {actual.get(k)!r}") for k in keys
-            if k != CYCLES_FIELD and expected.get(k) != actual.get(k)]
+            if k not in (CYCLES_FIELD, BARRIERS_FIELD) and expected.get(k) != actual.get(k)]
     if CYCLES_FIELD in keys:
         diff += cycles_rise(expected.get(CYCLES_FIELD), actual.get(CYCLES_FIELD))
+    if BARRIERS_FIELD in keys:
+        diff += barriers_rise(expected.get(BARRIERS_FIELD), actual.get(BARRIERS_FIELD))
     return diff
+
+
+def barriers_rise(golden: int | None, now: int | None) -> list[Violation]:
+    if golden is None or now is None:
+        return [] if golden == now else [Violation(BARRIERS_FIELD, f"golden {golden!r} -> now {now!r}")]
+    return [Violation(BARRIERS_FIELD, f"golden {golden} -> now {now} barriers per iteration")] if now > golden else []
 
 
 def cycles_rise(golden: float | None, now: float | None) -> list[Violation]:

@@ -17,17 +17,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilegate.loop_forest import BRANCHES, Loop, all_loops, basic_blocks, loop_forest
+from tilegate.loop_forest import BRANCHES, Loop, all_loops, basic_blocks, execution_order, loop_forest
 
 # "\ts_cbranch_scc1 -42   // 000000001B10: BF85FFD6 <kernel+0x158>": text, address, branch target
 # (a branch to the kernel's first instruction reads <kernel>)
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(<[^+>]+(?:\+0x([0-9a-fA-F]+))?>)?\s*$")
 MCA_ITERATIONS = 100
 # Part of the code-object cache key (tilegate/codeobj.py): a cached entry holds the report on the
-# loop this rule chose. 3: loops as the control-flow graph's (tilegate/loop_forest.py), so that a
-# part of the loop laid out past its closing branch belongs to it (2: address spans of backward
-# branches; a loop's own MFMAs, the tightest loop on a tie).
-LOOP_RULE = "3"
+# loop this rule chose. 4: loops as the control-flow graph's (tilegate/loop_forest.py), so that a
+# part of the loop laid out past its closing branch belongs to it, walked in the order an iteration
+# runs its blocks (2: address spans of backward branches; a loop's own MFMAs, the tightest on a tie).
+LOOP_RULE = "4"
 
 
 NO_LOOP = "no inner loop: the kernel has no backward branch\n"
@@ -55,7 +55,8 @@ def parse_listing(listing: str) -> list[Instruction]:
 
 def inner_loop(listing: str) -> list[str] | None:
     """The body (branches left out: llvm-mca models straight-line code) of the kernel's inner
-    loop, its blocks in address order; None for a kernel without a loop."""
+    loop, its blocks in the order an iteration runs them (loop_forest.execution_order); None for a
+    kernel without a loop."""
     code = parse_listing(listing)
     blocks = basic_blocks(code)
     candidates = all_loops(loop_forest(blocks))
@@ -63,7 +64,7 @@ def inner_loop(listing: str) -> list[str] | None:
         return None
 
     def instructions(indices) -> list[Instruction]:
-        return [code[i] for b in sorted(indices) for i in range(blocks[b].first, blocks[b].last + 1)]
+        return [code[i] for b in indices for i in range(blocks[b].first, blocks[b].last + 1)]
 
     def weight(loop: Loop):
         own = sum(1 for i in instructions(loop.own_blocks()) if i.text.startswith("v_mfma"))
@@ -71,7 +72,7 @@ def inner_loop(listing: str) -> list[str] | None:
         return own, (size if own == 0 else -size)  # MFMA work: its tightest loop; none: the longest
 
     chosen = max(candidates, key=weight)
-    return [i.text for i in instructions(chosen.blocks) if not i.text.startswith(BRANCHES)]
+    return [i.text for i in instructions(execution_order(blocks, chosen)) if not i.text.startswith(BRANCHES)]
 
 
 # A mixed-precision FMA whose addend is the constant 0 (``v_fma_mixlo_f16 v1, v2, v3, 0``) is a product

@@ -5,7 +5,8 @@ finds the loop): what hides, or fails to hide, the latency of memory.
   since the load: the wave sits idle for the whole trip to memory. The loop body is walked twice in a
   row, so that a load issued for the next key block (a register prefetch) is judged by the wait it
   meets in the next iteration. vmcnt counts loads and stores, in issue order (AMD CDNA3 ISA guide,
-  "Data dependency resolution"), so ``vmcnt(N)`` waits for all but the N newest.
+  "Data dependency resolution"), so ``vmcnt(N)`` waits for all but the N newest. The body is in
+  the order an iteration runs its blocks (tilegate/loop_forest.py ``execution_order``).
 - **Barriers** (``s_barrier``) per iteration: every one stalls each wave until the slowest arrives.
 - **LDS round trips of the row reductions**: the cross-lane exchanges of TileLang's reductions go
   through the LDS unit (``ds_bpermute``, or ``ds_permute`` / ``ds_swizzle``; gfx942's DPP does not
@@ -21,7 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-VMEM_PREFIXES = ("global_", "buffer_", "flat_")  # each issue counts on vmcnt (flat_ on lgkmcnt too)
+# each issue counts on vmcnt (flat_ on lgkmcnt too; scratch_ is a spill's trip to memory)
+VMEM_PREFIXES = ("global_", "buffer_", "flat_", "scratch_")
 CROSS_LANE = ("ds_bpermute_b32", "ds_permute_b32", "ds_swizzle_b32")
 _VMCNT = re.compile(r"\bvmcnt\((\d+)\)")
 

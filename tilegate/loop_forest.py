@@ -26,6 +26,7 @@ class Block:
 @dataclass
 class Loop:
     blocks: frozenset[int]  # block indices
+    header: int  # the block the loop is entered by
     inner: list[Loop] = field(default_factory=list)
 
     def own_blocks(self) -> set[int]:
@@ -111,7 +112,7 @@ def _loops_in(nodes: set[int], edges: dict[int, list[int]]) -> list[Loop]:
         entered = sorted(b for b in comp if any(b in edges.get(p, ()) for p in set(edges) - comp))
         header = entered[0] if entered else min(comp)
         cut = {b: [s for s in edges.get(b, ()) if s != header] for b in comp}  # the loop's back edges
-        found.append(Loop(frozenset(comp), _loops_in(comp - {header}, cut)))
+        found.append(Loop(frozenset(comp), header, _loops_in(comp - {header}, cut)))
     return found
 
 
@@ -126,3 +127,23 @@ def all_loops(forest: list[Loop]) -> list[Loop]:
     for loop in forest:
         out += [loop, *all_loops(loop.inner)]
     return out
+
+
+def execution_order(blocks: list[Block], loop: Loop) -> list[int]:
+    """The loop's blocks in an order one iteration can run them: a reverse postorder from its header
+    over the loop's own edges, those back into the header left out, so that each block comes after
+    every block that leads to it within the iteration (both sides of a branch are kept). Address
+    order is not that: LLVM lays a conditional prefetch past the compute it runs before."""
+    seen, post = {loop.header}, []
+    work = [(loop.header, iter(blocks[loop.header].successors))]
+    while work:
+        node, it = work[-1]
+        nxt = next((s for s in it if s in loop.blocks and s not in seen and s != loop.header), None)
+        if nxt is None:
+            work.pop()
+            post.append(node)
+        else:
+            seen.add(nxt)
+            work.append((nxt, iter(blocks[nxt].successors)))
+    order = post[::-1]
+    return order + sorted(loop.blocks - set(order))  # blocks the header does not reach (a second entry)

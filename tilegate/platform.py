@@ -71,7 +71,3 @@ def local_target() -> str:
                             f"(tables exist for {', '.join(sorted(CONFIG_TARGETS))})")
     return plat.config_target
 
-
-def cross_targets() -> tuple[str, ...]:
-    """The tables this GPU runs besides its own (SHIPPING_TARGET's on a GPU that is no MI300X)."""
-    return tuple(t for t in detect().executed_targets if t != detect().config_target)

@@ -8,7 +8,7 @@
          with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T,
-         and gfx942's everywhere (tilegate.platform.SHIPPING_TARGET: its programs lowered for the local GPU)
+         and gfx942's on every GPU that has a table (tilegate.platform.SHIPPING_TARGET: its programs lowered for it)
   sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
 the install command in it.
