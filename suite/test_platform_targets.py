@@ -34,5 +34,5 @@ def test_a_case_runs_where_its_table_does_and_skips_in_one_line_elsewhere(monkey
     if runs:
         assert reason is None
     else:
-        assert reason.startswith(f"{target} tile config: this GPU ({platform.describe()}) runs the ")
+        assert reason.startswith(f"{target} tile config: this GPU ({platform.describe()}) runs ")
         assert "\n" not in reason

@@ -20,7 +20,7 @@ loads, waits and matrix instructions does, and are no prediction of time.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 # each issue counts on vmcnt (flat_ on lgkmcnt too; scratch_ is a spill's trip to memory)
 VMEM_PREFIXES = ("global_", "buffer_", "flat_", "scratch_")
@@ -30,13 +30,10 @@ _VMCNT = re.compile(r"\bvmcnt\((\d+)\)")
 
 @dataclass(frozen=True)
 class LatencyProxies:
-    loads: int  # global loads in the loop body
+    loads: int  # global (and scratch) loads in the loop body
     loads_not_overlapped: int  # of those, waited for with no MFMA issued since
     barriers: int  # s_barrier per iteration
     reduction_lds_round_trips: int  # ds_bpermute / ds_permute / ds_swizzle per iteration
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 NO_PROXIES = LatencyProxies(0, 0, 0, 0)  # a kernel without a loop

@@ -40,8 +40,9 @@ def skip_reason(item: pytest.Item) -> str | None:
         return "no GPU: this check runs kernels or compiles for the local GPU"
     config_target = item.get_closest_marker("config_target")
     if config_target and config_target.args[0] not in detect().executed_targets:
-        runs = " and ".join(detect().executed_targets) or "no"
-        return f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) runs the {runs} tables"
+        runs = detect().executed_targets
+        tables = f"the {' and '.join(runs)} table{'s' if len(runs) > 1 else ''}" if runs else "no table"
+        return f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) runs {tables}"
     tilelang_venv = item.get_closest_marker("tilelang_venv")
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)")
     parser.add_argument("--asan", action="store_true", help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)")
     parser.add_argument("--first-config", action="store_true", help="only each table's first config")
-    parser.add_argument("--fewest-threads", action="store_true", help="prefill: only the config with the fewest threads")
+    parser.add_argument("--fewest-threads", action="store_true", help="prefill: only each table's config with the fewest threads")
     parser.add_argument("--one", action="store_true", help="prefill: one launch (causal, head_dim 128, seq 129)")
     parser.add_argument("--lean-grid", action="store_true", help="prefill: one sequence, heads 2:1 (racecheck)")
     parser.add_argument("--head-dim", type=int, choices=HEAD_DIMS, help="only this head_dim (default: each)")
