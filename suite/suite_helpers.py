@@ -3,7 +3,8 @@ numerics judge, and the fake SGLang model runner, pools, layers and batches.
 
 GPU cases are parametrized over every target's config table without touching the device:
 each param carries ``config_target(<target>)`` and the plugin (tilegate/testing/skips.py) skips it at run time unless the
-local GPU runs that table (its own, or gfx942's programs lowered for it: tilegate.platform.executed_targets). Each (shape, config) pair is one compiled kernel; tests that share
+local GPU runs that table (its own, or gfx942's programs lowered for it: tilegate.platform.executed_targets).
+Each (shape, config) pair is one compiled kernel; tests that share
 one are put in the same xdist group (--dist loadgroup), so each kernel compiles once per run.
 """
 
