@@ -22,6 +22,9 @@ class TargetLimits:
     # cp.async completing on an mbarrier, and setmaxnreg: what a gathering producer warpgroup
     # (TileConfig.gather_warpgroup) needs
     async_gather: bool = False
+    # bulk tensor copies (TMA): TileLang pipelines a plain tile copy (T.Pipelined) through them,
+    # with a producer warpgroup of its own
+    tma: bool = False
 
 
 # gfx942: wave64; 64 KiB LDS per workgroup (AMD CDNA3 ISA guide, "Local Data Share";
@@ -30,7 +33,8 @@ class TargetLimits:
 GFX942 = TargetLimits("gfx942", wavefront=64, lds_bytes_per_workgroup=64 * 1024, max_threads=1024)
 # sm_90: warp 32; up to 227 KiB of shared memory per block (CUDA C Programming Guide,
 # compute capability 9.0 table).
-SM90 = TargetLimits("sm90", wavefront=32, lds_bytes_per_workgroup=227 * 1024, max_threads=1024, async_gather=True)
+SM90 = TargetLimits("sm90", wavefront=32, lds_bytes_per_workgroup=227 * 1024, max_threads=1024, async_gather=True,
+                    tma=True)
 TARGETS = {t.name: t for t in (GFX942, SM90)}
 
 
@@ -244,3 +248,26 @@ DECODE_TABLES: ConfigTables = {
     "gfx942": {64: _GFX942_DECODE, 128: _GFX942_DECODE},
     "sm90": {64: _SM90_DECODE, 128: _SM90_DECODE},
 }
+
+
+# ---- asynchronous paths (the stress tier repeats every config that has one) ---------------
+
+TMA_PIPELINE = "TMA loads into shared stages on mbarriers (TileLang's producer warpgroup)"
+PRODUCER_WARPGROUP = "cp.async gathers into shared stages by a producer warpgroup, on mbarriers"
+REGISTER_PREFETCH = "the next key block loaded into registers while this one computes, then staged to shared"
+# what each path leaves in a CUDA build's source (suite/test_stress.py checks the build has it)
+CUDA_SOURCE_EVIDENCE = {TMA_PIPELINE: "tma_load", PRODUCER_WARPGROUP: "mbarrier_cp_async_arrive"}
+
+
+def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:
+    """The asynchronous paths of ``kernel`` ("flash_fwd", "extend", "decode") tiled by ``cfg`` in a
+    build for target ``built_for`` (on the H200, gfx942's configs are built for sm90)."""
+    paths = []
+    if cfg.prefetch_kv:
+        paths.append(REGISTER_PREFETCH)
+    if getattr(cfg, "gather_warpgroup", False):
+        paths.append(PRODUCER_WARPGROUP)
+    pipelined_copy = kernel == "flash_fwd" and not cfg.prefetch_kv and cfg.num_stages >= 2  # paged kernels gather
+    if pipelined_copy and TARGETS[built_for].tma:
+        paths.append(TMA_PIPELINE)
+    return tuple(paths)

@@ -45,16 +45,11 @@ DEFECTS = (
 )
 
 # TileLang inserts the barriers and bound checks these two defects are about; these pass
-# configs switch that off for the defect's own build (the planted kernel only).
+# configs switch that off for the defect's own build (the planted kernel only; kernels/registry.py).
 DEFECT_PASS_CONFIGS = {
     "race": {"tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
     "read_past_seq_k": {"tl.disable_safe_memory_legalize": True},
 }
-
-
-def defect_pass_configs(defect: str | None) -> dict:
-    """The TileLang pass configs a planted defect's build needs (none for a healthy kernel)."""
-    return DEFECT_PASS_CONFIGS.get(defect or "", {})
 
 
 def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: str | None = None):

@@ -36,6 +36,7 @@ from tilegate.kernels.online_softmax import (
 from tilegate.kernels.paged_gather import (
     ROW_LANES,
     advance_kv_prefetch,
+    gather_next_kv,
     gather_rows,
     gather_v_tile,
     load_slots,
@@ -47,9 +48,26 @@ from tilegate.kernels.problem import AttentionShape
 INDEX = "int32"
 
 
-# The extend kernel's planted defect (the end-to-end tier must catch it): after a cached prefix,
-# each new token is placed one position late, so it also sees the key after its own.
-EXTEND_DEFECTS = ("prefix_off_by_one",)
+# The extend kernel's planted defects, for the gate's own sensitivity tests only.
+# prefix_off_by_one (the end-to-end tier): after a cached prefix, each new token is placed one
+# position late, so it also sees the key after its own.
+# Races on the asynchronous paths, which compute-sanitizer does not see (the stress tier,
+# suite/test_stress.py). In the producer-warpgroup path (gather_warpgroup):
+#   v_read_before_ready      P@V reads a V stage without waiting on its ready barrier;
+#   k_stage_released_early   a K stage is released (k_free) before Q@K^T has read it.
+# In the register-prefetch path (prefetch_kv):
+#   prefetch_overwrites_tile_in_use  block kb + 1, prefetched into registers, is written into the
+#     shared K and V tiles while other warps' products of block kb may still read them (the barrier
+#     at the top of the key-block loop is gone).
+WARPGROUP_DEFECTS = ("v_read_before_ready", "k_stage_released_early")
+PREFETCH_DEFECTS = ("prefetch_overwrites_tile_in_use",)
+EXTEND_DEFECTS = ("prefix_off_by_one", *WARPGROUP_DEFECTS, *PREFETCH_DEFECTS)
+# TileLang places every shared-memory barrier; the prefetch defect's build turns that off and the
+# kernel places them itself, all but the one the defect is about. On CUDA builds that gives the
+# healthy build's barriers less the loop-top one (suite/test_stress_defects.py lowers both for sm90);
+# HIP builds place theirs differently (one before each cross-wave reduction), so there it is a
+# different, wider race.
+DEFECT_PASS_CONFIGS = {"prefetch_overwrites_tile_in_use": {"tl.disable_thread_storage_sync": True}}
 
 # setmaxnreg with a producer warpgroup: the producer keeps 24 registers a thread (PTX's least), and
 # the consumers share the rest of the SM's 64K, in multiples of 8, at most 240 (as TileLang's own
@@ -77,12 +95,23 @@ def store_out_rows(out_acc, row_sum, Out, first, row0, n_new, head):
             Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], Out.dtype)
 
 
+def _check_defect(defect: str | None, cfg: TileConfig) -> None:
+    if defect is not None and defect not in EXTEND_DEFECTS:
+        raise ValueError(f"unknown defect {defect!r}: known {EXTEND_DEFECTS}")
+    if defect in WARPGROUP_DEFECTS and not cfg.gather_warpgroup:
+        raise ValueError(f"defect {defect} is planted in the producer-warpgroup path: config {cfg.name} has none")
+    if defect in PREFETCH_DEFECTS and not cfg.prefetch_kv:
+        raise ValueError(f"defect {defect} is planted in the register-prefetch path: config {cfg.name} has none")
+
+
 def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None,
                  defect: str | None = None):
     """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling)."""
-    if defect is not None and defect not in EXTEND_DEFECTS:
-        raise ValueError(f"unknown defect {defect!r}: known {EXTEND_DEFECTS}")
+    _check_defect(defect, cfg)
     shift = 1 if defect == "prefix_off_by_one" else 0
+    skip_v_wait = defect == "v_read_before_ready"
+    release_k_early = defect == "k_stage_released_early"
+    own_barriers = defect in PREFETCH_DEFECTS
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal, dtype = shape.groups, shape.causal, shape.dtype
     log2_scale = scale_log2(head_dim, softmax_scale)
@@ -156,10 +185,14 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)
                         T.barrier_wait(k_ready[stage], phase)
                         T.fence_proxy_async()  # cp.async wrote the stage; wgmma reads it through the async proxy
+                        if release_k_early:
+                            T.barrier_arrive(k_free[stage])
                         qk(q_tile, k_tiles[stage, :, :], scores)
-                        T.barrier_arrive(k_free[stage])
+                        if not release_k_early:
+                            T.barrier_arrive(k_free[stage])
                         update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                        T.barrier_wait(v_ready[stage], phase)
+                        if not skip_v_wait:
+                            T.barrier_wait(v_ready[stage], phase)
                         T.fence_proxy_async()
                         accumulate(probs, v_tiles[stage, :, :], out_acc, rescale, None, None)
                         T.barrier_arrive(v_free[stage])
@@ -176,12 +209,26 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     v_next = T.alloc_fragment([block_n, head_dim], dtype)
                     slots_ahead = T.alloc_fragment([block_n], INDEX)
                     first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
-                    start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
-                                      k_next, v_next)
+                    if own_barriers:
+                        load_slots(req_to_token, req, 0, first_limit, slots)
+                        T.sync_threads()
+                        gather_next_kv(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
+                                       k_next, v_next)
+                    else:
+                        start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool,
+                                          kv_head, k_next, v_next)
                     for kb in T.serial(n_blocks):
+                        # own_barriers: no barrier here, where TileLang puts one (block kb's readers are done)
                         T.copy(k_next, k_tile)
                         stage_v(v_next, v_tile)
-                        if kb + 1 < n_blocks:  # in flight while this block computes
+                        if own_barriers:
+                            if kb + 1 < n_blocks:
+                                T.copy(slots_ahead, slots)
+                            T.sync_threads()  # the staged tiles and slots are written
+                            if kb + 1 < n_blocks:
+                                gather_next_kv(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
+                                               V_pool, kv_head, k_next, v_next)
+                        elif kb + 1 < n_blocks:  # in flight while this block computes
                             advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
                                                 V_pool, kv_head, k_next, v_next)
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)

@@ -58,11 +58,18 @@ def gather_kv(k_pool, v_pool, slots, kv_head, k_dst, v_dst):
 
 
 @T.macro
+def gather_next_kv(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next):
+    """The block from ``next_first`` (its slots already in ``slots``) into ``k_next``/``v_next``; the
+    block after it's slots into ``slots_ahead``."""
+    gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
+    load_slots(req_to_token, req, next_first + slots.shape[0], limit, slots_ahead)
+
+
+@T.macro
 def start_kv_prefetch(req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next):
     """Block 0 (context positions from ``first``) into ``k_next``/``v_next``; block 1's slots into ``slots_ahead``."""
     load_slots(req_to_token, req, first, limit, slots)
-    gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
-    load_slots(req_to_token, req, first + slots.shape[0], limit, slots_ahead)
+    gather_next_kv(req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next)
 
 
 @T.macro
@@ -71,8 +78,7 @@ def advance_kv_prefetch(req_to_token, req, next_first, limit, slots, slots_ahead
     """The next block (from ``next_first``, its slots already in ``slots_ahead``) into ``k_next``/``v_next``;
     the block after it's slots into ``slots_ahead``."""
     T.copy(slots_ahead, slots)
-    gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
-    load_slots(req_to_token, req, next_first + slots.shape[0], limit, slots_ahead)
+    gather_next_kv(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next)
 
 
 # A gathering producer warpgroup (configs with gather_warpgroup, sm90). Its PRODUCER_THREADS threads

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tilegate.kernels import flash_fwd as flash_fwd_module
+from tilegate.kernels import paged_extend as paged_extend_module
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, TileConfig
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
@@ -26,18 +28,29 @@ class KernelSpec:
     uses_mfma: bool = True
     wide_global_loads: bool = True
     one_thread_per_dim: bool = False  # launches head_dim threads, whatever the config says
+    # planted defect -> the TileLang pass configs its build needs (none for a healthy kernel)
+    defect_pass_configs: dict = field(default_factory=dict)
 
     def threads(self, shape, cfg) -> int:
         return shape.head_dim if self.one_thread_per_dim else cfg.threads
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES),
-    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,)),
+    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defect_pass_configs=flash_fwd_module.DEFECT_PASS_CONFIGS),
+    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,),
+                               defect_pass_configs=paged_extend_module.DEFECT_PASS_CONFIGS),
     "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
     "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
                                        uses_mfma=False, wide_global_loads=False, one_thread_per_dim=True),
 }
+
+
+def planted_pass_configs(factory: Callable, defect: str | None) -> dict:
+    """The pass configs the build of ``factory`` with ``defect`` planted needs ({} when healthy)."""
+    if defect is None:
+        return {}
+    spec = next((s for s in KERNELS.values() if s.factory is factory), None)
+    return spec.defect_pass_configs.get(defect, {}) if spec else {}
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ def tier_tables(root: Path, shown: str) -> list[str]:
     sections = [render.isa_section, render.numerics_section, render.memory_section,
                 lambda r: render.drift_section(r, shown), render.agreement_section,
                 lambda r: markdown_tables(r, PERF_DIR, "Performance (ratio = peer time / kernel time, same process)", shown),
-                sanitize_section, lambda r: markdown_tables(r, COUNTERS_DIR, "Hardware counters"), tl012_section,
+                sanitize_section, render.stress_section, lambda r: markdown_tables(r, COUNTERS_DIR, "Hardware counters"),
+                tl012_section,
                 render.foreign_section]
     body = []
     for section in sections:

@@ -100,6 +100,17 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     runtime.compiled(None, D128, None, {"tl.enable_fast_math": False})
     assert seen == [{"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
                     {"tl.disable_safe_memory_legalize": True}, {"tl.enable_fast_math": False}]
+    # a planted defect named in the factory's options brings its kernel's pass configs (kernels/registry.py)
+    from tilegate.kernels.flash_fwd import flash_fwd
+    from tilegate.kernels.paged_extend import paged_extend
+
+    seen.clear()
+    runtime.compiled(paged_extend, D128, None, defect="prefetch_overwrites_tile_in_use")
+    runtime.compiled(flash_fwd, D128, None, defect="race")
+    runtime.compiled(flash_fwd, D128, None, defect="wrong_scale")
+    assert seen == [{"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
+                    {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
+                    {"tl.enable_fast_math": True}]
 
 
 def test_fp16_accum_variant_keeps_the_tile():

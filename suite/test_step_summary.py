@@ -14,7 +14,7 @@ import pytest
 
 from tilegate import render
 from tilegate.paths import REPO_ROOT
-from tilegate.records import AGREEMENT_DIR, JUNIT_DIR, IsaRecord, MemoryRecord, NumericsRecord, load
+from tilegate.records import AGREEMENT_DIR, JUNIT_DIR, IsaRecord, MemoryRecord, NumericsRecord, StressRecord, load
 from tilegate.report import write
 
 SUMMARY = REPO_ROOT / "scripts" / "step_summary.py"
@@ -151,6 +151,22 @@ def test_the_terminal_and_the_step_summary_show_the_same_records(failing):
     assert "| float16 | 1 | 1 | 0.500 (`causal-fp16`) | 0.250 (`causal-fp16`) |" in text
     assert memory == "memory decode-32k: inputs+output 3 MiB, allocated during the call 0.50 MiB"
     assert "| `decode-32k` | 3 | 0.50 |" in text
+
+
+def test_stress_passes_read_as_same_bits_or_caught(failing):
+    def rec(name, differing, first_within_bound=True):
+        return StressRecord(name, kernel="extend", config="m192n128w12-ws", target="sm90", competitor="",
+                            first_within_bound=first_within_bound, repeats=300, differing=differing,
+                            most_elements_differing=differing * 7, seconds=0.3)
+    for r in (rec("sm90-extend-ws-alone", 0), rec("sm90-extend-pf-alone", 2), rec("planted-v_ready-alone", 8),
+              rec("planted-early-alone", 0, first_within_bound=False), rec("planted-missed-alone", 0)):
+        write(failing, r)
+    text, _ = _summary(failing)
+    assert "| `sm90-extend-ws-alone` | same bits, within bound | alone | 300 | 0 | 0.000 |" in text
+    assert "| `sm90-extend-pf-alone` | DIFFERS |" in text
+    assert "| `planted-v_ready-alone` | planted race, expected to be caught: caught | alone | 300 | 8 | 0.027 |" in text
+    assert "| `planted-early-alone` | planted race, expected to be caught: caught |" in text  # the first launch was off
+    assert "| `planted-missed-alone` | planted race, expected to be caught: NOT caught |" in text
 
 
 def test_a_record_is_written_as_its_fields_and_read_back_the_same(tmp_path):

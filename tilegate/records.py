@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = "isa", "numerics", "memory", "drift", "agreement"
 PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
+STRESS_DIR = "stress"
 FOREIGN_DIR = "foreign"  # kernels the gate did not write: provenance and known findings
 JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
 PLANTED = "planted"  # in the name of every planted-bug record: it must fail
@@ -112,6 +113,34 @@ class NumericsRecord(Record):
     mean_err: float
     baseline_max_err: float
     baseline_mean_err: float
+
+
+@dataclass(frozen=True)
+class StressRecord(Record):
+    """One stress pass (tilegate/harness/stress.py): the same launch repeated, each output compared
+    bit for bit with the first; ``competitor`` names what shared the GPU ("" when alone)."""
+
+    folder: ClassVar[str] = STRESS_DIR
+    kernel: str
+    config: str
+    target: str  # the config table's
+    competitor: str
+    first_within_bound: bool  # the first launch against FP32 (the numerics judge)
+    repeats: int
+    differing: int  # repeats whose output differs from the first in any bit
+    most_elements_differing: int
+    seconds: float
+
+    @property
+    def fraction(self) -> float:
+        return self.differing / self.repeats if self.repeats else 0.0
+
+    @property
+    def verdict(self) -> str:
+        caught = self.differing > 0 or not self.first_within_bound
+        if PLANTED in self.name:
+            return f"planted race, expected to be caught: {'caught' if caught else 'NOT caught'}"
+        return "DIFFERS" if caught else "same bits, within bound"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from tilegate.records import (
     NumericsRecord,
     Outcome,
     Record,
+    StressRecord,
     load,
     verdict,
 )
@@ -158,6 +159,18 @@ def numerics_section(root: Path) -> list[str]:
         return []
     header = ["dtype", "checks", "within bound", "worst max-error ratio", "worst mean-error ratio"]
     return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *table(header, rows)]
+
+
+def stress_section(root: Path) -> list[str]:
+    """Each stress pass: repeats differing from the first launch (``planted`` runs must differ)."""
+    rows = [[f"`{r.name}`", r.verdict, r.competitor or "alone", r.repeats, r.differing, f"{r.fraction:.3f}",
+             r.most_elements_differing, f"{r.seconds:.1f}"] for r in load(root, StressRecord)]
+    if not rows:
+        return []
+    header = ["run", "verdict", "sharing the GPU", "repeats", "differing", "fraction", "most elements differing",
+              "seconds"]
+    return ["### Stress (every repeat bit for bit against the first launch; `planted-*` runs must differ)", "",
+            *table(header, rows)]
 
 
 def foreign_section(root: Path) -> list[str]:

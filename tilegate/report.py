@@ -20,6 +20,7 @@ from tilegate.records import (  # the folders' names too: the tiers that write f
     NUMERICS_DIR,
     PERF_DIR,
     SANITIZE_DIR,
+    STRESS_DIR,
     AgreementRecord,
     DriftRecord,
     IsaRecord,
@@ -54,7 +55,7 @@ def clear_run_artifacts(artifacts: Path) -> None:
     """Records from an earlier run must not reach this run's summary. A gate run of several
     pytest commands (tox -e rocm) clears once, at its first: the later ones pass --keep-artifacts."""
     for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR, PERF_DIR, SANITIZE_DIR, COUNTERS_DIR,
-                   FOREIGN_DIR, JUNIT_DIR):
+                   STRESS_DIR, FOREIGN_DIR, JUNIT_DIR):
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 

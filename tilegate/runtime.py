@@ -11,8 +11,9 @@ import functools
 import torch
 
 from tilegate.kernels.configs import TARGETS, TileConfig
-from tilegate.kernels.flash_fwd import defect_pass_configs, flash_fwd
+from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.registry import planted_pass_configs
 from tilegate.platform import detect, local_target
 from tilegate.references.dtypes import TORCH_DTYPES
 
@@ -41,9 +42,11 @@ def _compiled(factory, shape: AttentionShape, cfg, pass_configs: tuple, **option
 
 
 def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = None, **options):
-    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session, with
-    ``pass_configs`` (a planted defect's) on top of ``process_pass_configs``."""
-    merged = {**TARGET_PASS_CONFIGS.get(local_target(), {}), **process_pass_configs, **(pass_configs or {})}
+    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session, with a
+    planted defect's pass configs (``options["defect"]``) and ``pass_configs`` on top of
+    ``process_pass_configs``."""
+    planted = planted_pass_configs(factory, options.get("defect"))
+    merged = {**TARGET_PASS_CONFIGS.get(local_target(), {}), **process_pass_configs, **planted, **(pass_configs or {})}
     return _compiled(factory, shape, cfg, tuple(sorted(merged.items())), **options)
 
 
@@ -79,5 +82,5 @@ def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, d
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)
-    launch(flash_fwd, shape, cfg, q, k, v, out, pass_configs=defect_pass_configs(defect), defect=defect)
+    launch(flash_fwd, shape, cfg, q, k, v, out, defect=defect)
     return out

@@ -48,24 +48,33 @@ def _dense(q: torch.Tensor) -> torch.Tensor:
     return q if q.is_contiguous() else q.contiguous()
 
 
-def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
-    """Paged extend over a prepared batch: no value is read back to the host. ``defect`` plants
-    one of the extend kernel's EXTEND_DEFECTS (sensitivity tests only)."""
+def _output(out: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    if out is None:
+        return torch.empty_like(like)
+    if out.shape != like.shape or out.dtype != like.dtype or out.device != like.device or not out.is_contiguous():
+        raise ValueError(f"out is {tuple(out.shape)} {out.dtype} on {out.device}, need a dense "
+                         f"{tuple(like.shape)} {like.dtype} on {like.device}")
+    return out
+
+
+def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None, out=None):
+    """Paged extend over a prepared batch: no value is read back to the host. ``out`` (q's shape)
+    may be given. ``defect`` plants one of the extend kernel's EXTEND_DEFECTS (sensitivity tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if meta.extend_lens is None:
         raise ValueError("extend_batch needs a batch from prepare_extend")
     if q.shape[0] != meta.tokens:
         raise ValueError(f"q has {q.shape[0]} tokens, extend_lens add up to {meta.tokens}")
     cfg = cfg or default_config(local_target(), shape.head_dim, EXTEND_TABLES)
-    out = torch.empty_like(q)
+    out = _output(out, q)
     launch(paged_extend_factory, shape, cfg, q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
            meta.seq_lens, meta.extend_lens, meta.extend_starts, out, softmax_scale=scale, defect=defect)
     return out
 
 
-def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None):
-    """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
-    ``defect`` plants one of the combine step's COMBINE_DEFECTS (sensitivity tests only)."""
+def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None, out=None):
+    """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe). ``out``
+    (q's shape) may be given. ``defect`` plants one of the combine step's COMBINE_DEFECTS (sensitivity tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
@@ -75,7 +84,7 @@ def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, de
     lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=q.device)
     launch(paged_decode_split, shape, cfg, q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
            meta.seq_lens, o_part, lse, softmax_scale=scale)
-    out = torch.empty_like(q)
+    out = _output(out, q)
     launch(paged_decode_combine, shape, cfg, o_part, lse, out, defect=defect)
     return out
 

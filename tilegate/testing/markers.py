@@ -18,6 +18,8 @@ MARKERS = (
     'llama3: needs a local Meta-Llama-3 checkpoint (--llama3-path or TILEGATE_LLAMA3_PATH)',
     'slow: long sequences or big builds',
     'sanitize: kernels under compute-sanitizer (memcheck, racecheck, initcheck, synccheck); opt-in: -m sanitize',
+    'stress: races on the asynchronous paths: every async config launched hundreds of times on full pipelines, '
+    'bit for bit against the first launch, alone and beside a copy stream (GPU); opt-in: -m stress',
     'counters: hardware counters (ncu; rocprofv3 on MI300X) against per-device baselines; opt-in: -m counters',
     'perf: kernel speed as a ratio to torch SDPA against per-device baselines (GPU); opt-in: -m perf',
     'builds(*builds): the GPU kernels this test launches (tilegate/testing/precompile.py: a GPU run '

@@ -59,12 +59,9 @@ class Build:
     def compile(self) -> None:
         """Compile exactly as the runtime does when a test launches this kernel."""
         from tilegate import runtime
-        from tilegate.kernels.flash_fwd import defect_pass_configs
         from tilegate.kernels.registry import KERNELS
 
-        options = dict(self.options)
-        pass_configs = defect_pass_configs(options.get("defect")) if self.kernel == "flash_fwd" else None
-        runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, pass_configs, **options)
+        runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, **dict(self.options))
 
 
 def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:

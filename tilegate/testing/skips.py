@@ -9,7 +9,7 @@
   tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T,
          and gfx942's on every GPU that has a table (tilegate.platform.SHIPPING_TARGET: its programs lowered for it)
-  sanitize, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
+  sanitize, stress, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
 the install command in it.
 """
@@ -23,7 +23,7 @@ import pytest
 from tilegate import tilelang_versions
 from tilegate.platform import detect
 
-OPT_IN_TIERS = ("sanitize", "counters", "perf")
+OPT_IN_TIERS = ("sanitize", "stress", "counters", "perf")
 
 
 def skip_reason(item: pytest.Item) -> str | None:

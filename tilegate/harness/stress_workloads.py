@@ -1,0 +1,65 @@
+"""The stress tier's launches: each kernel family on a stress case's inputs, ready to repeat
+(tilegate/harness/stress.py), and the FP32 judge of its first output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from tilegate.fixtures.stress_cases import StressCase, dense_inputs, paged_inputs
+from tilegate.references.attention import ref_attention, ref_attention_lowp
+from tilegate.references.metrics import Verdict, judge
+from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
+from tilegate.runtime import flash_attention
+from tilegate.serving.batch_indices import prepare_decode, prepare_extend
+from tilegate.serving.paged import decode_batch, extend_batch
+
+
+@dataclass(frozen=True)
+class StressWorkload:
+    """``launch()`` runs the kernel on fixed inputs into one output buffer, refilled with NaN first
+    (an element it skips cannot keep the last launch's value); ``judge(out)`` against FP32."""
+
+    launch: Callable[[], torch.Tensor]
+    judge: Callable[[torch.Tensor], Verdict]
+
+
+def workload(case: StressCase, cfg, device: str, defect: str | None = None) -> StressWorkload:
+    if case.kind == "flash_fwd":
+        return _prefill(case, cfg, device, defect)
+    return _paged(case, cfg, device, defect)
+
+
+def _prefill(case: StressCase, cfg, device: str, defect: str | None) -> StressWorkload:
+    s = case.shape
+    q, k, v = dense_inputs(case, device)
+    out = torch.empty_like(q)
+
+    def launch() -> torch.Tensor:
+        out.fill_(float("nan"))
+        return flash_attention(s, cfg, q, k, v, out=out, defect=defect)
+
+    return StressWorkload(launch, lambda o: judge(o, ref_attention(q, k, v, causal=s.causal),
+                                                  ref_attention_lowp(q, k, v, causal=s.causal)))
+
+
+def _paged(case: StressCase, cfg, device: str, defect: str | None) -> StressWorkload:
+    decode = case.kind == "decode"
+    batch = paged_inputs(case, device)
+    args = batch.args(decode)
+    index_args = (batch.req_to_token, batch.req_pool_indices, batch.seq_lens)
+    meta = prepare_decode(*index_args, device) if decode else prepare_extend(*index_args, batch.extend_lens, device)
+    out = torch.empty_like(batch.q)
+    step = decode_batch if decode else extend_batch
+
+    def launch() -> torch.Tensor:
+        out.fill_(float("nan"))
+        return step(meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg, defect=defect, out=out)
+
+    def judge_out(o: torch.Tensor) -> Verdict:
+        ref = ref_paged_decode(*args) if decode else ref_paged_extend(*args)
+        return judge(o, ref, baseline_paged_extend(*batch.args(False)))  # decode is extend with one new token each
+
+    return StressWorkload(launch, judge_out)
