@@ -255,8 +255,6 @@ DECODE_TABLES: ConfigTables = {
 TMA_PIPELINE = "TMA loads into shared stages on mbarriers (TileLang's producer warpgroup)"
 PRODUCER_WARPGROUP = "cp.async gathers into shared stages by a producer warpgroup, on mbarriers"
 REGISTER_PREFETCH = "the next key block loaded into registers while this one computes, then staged to shared"
-# what each path leaves in a CUDA build's source (suite/test_stress.py checks the build has it)
-CUDA_SOURCE_EVIDENCE = {TMA_PIPELINE: "tma_load", PRODUCER_WARPGROUP: "mbarrier_cp_async_arrive"}
 
 
 def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from tilegate.kernels import flash_fwd as flash_fwd_module
 from tilegate.kernels import paged_extend as paged_extend_module
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, TileConfig
-from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
-from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
 
 
@@ -36,8 +34,9 @@ class KernelSpec:
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defect_pass_configs=flash_fwd_module.DEFECT_PASS_CONFIGS),
-    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,),
+    "flash_fwd": KernelSpec(flash_fwd_module.flash_fwd, CONFIG_TABLES,
+                            defect_pass_configs=flash_fwd_module.DEFECT_PASS_CONFIGS),
+    "paged_extend": KernelSpec(paged_extend_module.paged_extend, EXTEND_TABLES, causal_variants=(True,),
                                defect_pass_configs=paged_extend_module.DEFECT_PASS_CONFIGS),
     "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
     "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
@@ -46,11 +45,14 @@ KERNELS = {
 
 
 def planted_pass_configs(factory: Callable, defect: str | None) -> dict:
-    """The pass configs the build of ``factory`` with ``defect`` planted needs ({} when healthy)."""
+    """The pass configs the build of ``factory`` with ``defect`` planted needs ({} when healthy). A
+    defect in a factory not registered here is an error: its build could lack what plants it."""
     if defect is None:
         return {}
     spec = next((s for s in KERNELS.values() if s.factory is factory), None)
-    return spec.defect_pass_configs.get(defect, {}) if spec else {}
+    if spec is None:
+        raise ValueError(f"defect {defect!r} planted in {getattr(factory, '__name__', factory)!r}, which is not in KERNELS")
+    return spec.defect_pass_configs.get(defect, {})
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,8 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     assert seen == [{"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
                     {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
                     {"tl.enable_fast_math": True}]
+    with pytest.raises(ValueError, match="not in KERNELS"):  # its build could lack what plants the defect
+        runtime.compiled(lambda shape, cfg, defect=None: None, D128, None, defect="race")
 
 
 def test_fp16_accum_variant_keeps_the_tile():

@@ -1,13 +1,15 @@
 """The stress tier's parts that need no GPU: each planted race is the healthy kernel less the one
-synchronisation it names (both lowered for sm90 here), the bitwise comparison counts what
-differs, and which configs have asynchronous paths."""
+synchronisation it names (both lowered for sm90 here), each asynchronous path shows in the CUDA
+source it is looked for in, the bitwise comparison counts what differs, and which configs have
+asynchronous paths."""
 
 import difflib
+import functools
 
 import pytest
 import torch
 
-from tilegate.harness.stress import repeat_bitwise
+from tilegate.harness.stress import cuda_source_shows, repeat_bitwise
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
     DECODE_TABLES,
@@ -18,8 +20,10 @@ from tilegate.kernels.configs import (
     asynchronous_paths,
     configs_for,
 )
-from tilegate.kernels.paged_extend import DEFECT_PASS_CONFIGS, paged_extend
+from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.registry import planted_pass_configs
 from tilegate.lowering import lower
 from tilegate.runtime import TARGET_PASS_CONFIGS
 
@@ -30,10 +34,16 @@ def _config(target: str, name: str):
     return next(c for c in configs_for(target, 128, EXTEND_TABLES) if c.name == name)
 
 
+@functools.cache
+def _cuda_source(factory, cfg, defect=None) -> str:
+    """The sm90 source, with the pass configs a launch on the H200 would get (the planted ones from the registry)."""
+    passes = {**TARGET_PASS_CONFIGS["sm90"], **planted_pass_configs(factory, defect)}
+    options = {"defect": defect} if defect else {}
+    return lower(factory(SHAPE, cfg, **options), "sm90", passes)[0]
+
+
 def _cuda_lines(cfg, defect=None) -> list[str]:
-    passes = {**TARGET_PASS_CONFIGS["sm90"], **DEFECT_PASS_CONFIGS.get(defect or "", {})}
-    source, _, _ = lower(paged_extend(SHAPE, cfg, defect=defect), "sm90", passes)
-    return [line.strip() for line in source.splitlines()]
+    return [line.strip() for line in _cuda_source(paged_extend, cfg, defect).splitlines()]
 
 
 def _changes(healthy: list[str], planted: list[str]) -> tuple[list[str], list[str]]:
@@ -67,6 +77,15 @@ def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, n
     assert healthy[loop + 1] == "__syncthreads();" and planted[loop + 1] != "__syncthreads();"
 
 
+@pytest.mark.compile
+def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other():
+    sources = {TMA_PIPELINE: _cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
+               PRODUCER_WARPGROUP: _cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
+               REGISTER_PREFETCH: _cuda_source(paged_extend, _config("sm90", "m128n128w8-pf"))}
+    for built, source in sources.items():
+        assert [p for p in sources if cuda_source_shows(p, source)] == [built], built
+
+
 def test_a_planted_race_needs_its_path():
     with pytest.raises(ValueError, match="producer-warpgroup path: config m128n128w8-pf has none"):
         paged_extend(SHAPE, _config("sm90", "m128n128w8-pf"), defect="v_read_before_ready")
@@ -91,7 +110,6 @@ def test_repeat_bitwise_counts_every_repeat_that_differs_in_any_bit():
     calls = iter(range(10))
     result = repeat_bitwise(lambda: outputs.get(next(calls), first.clone()), first, 10)
     assert (result.repeats, result.differing, result.most_elements_differing) == (10, 2, 2)
-    assert result.fraction == 0.2
     assert repeat_bitwise(lambda: first.clone(), first, 5).differing == 0  # NaN with the same bits equals itself
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         repeat_bitwise(lambda: first, first, 0)

@@ -137,9 +137,10 @@ class StressRecord(Record):
 
     @property
     def verdict(self) -> str:
+        """Of this pass. A planted race's test needs one of its passes (or the first launch) to catch it."""
         caught = self.differing > 0 or not self.first_within_bound
         if PLANTED in self.name:
-            return f"planted race, expected to be caught: {'caught' if caught else 'NOT caught'}"
+            return f"planted race: {'caught' if caught else 'not seen'} in this pass"
         return "DIFFERS" if caught else "same bits, within bound"
 
 

@@ -169,7 +169,8 @@ def stress_section(root: Path) -> list[str]:
         return []
     header = ["run", "verdict", "sharing the GPU", "repeats", "differing", "fraction", "most elements differing",
               "seconds"]
-    return ["### Stress (every repeat bit for bit against the first launch; `planted-*` runs must differ)", "",
+    return ["### Stress (every repeat bit for bit against the first launch; a `planted-*` test needs a pass "
+            "that catches it)", "",
             *table(header, rows)]
 
 

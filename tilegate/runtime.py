@@ -47,7 +47,8 @@ def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = No
     ``process_pass_configs``."""
     planted = planted_pass_configs(factory, options.get("defect"))
     merged = {**TARGET_PASS_CONFIGS.get(local_target(), {}), **process_pass_configs, **planted, **(pass_configs or {})}
-    return _compiled(factory, shape, cfg, tuple(sorted(merged.items())), **options)
+    given = {k: v for k, v in options.items() if v is not None}  # None is each factory's default: one cache entry
+    return _compiled(factory, shape, cfg, tuple(sorted(merged.items())), **given)
 
 
 def launch(factory, shape: AttentionShape, cfg, *tensors, pass_configs: dict | None = None, **options) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tilegate.kernels.configs import PRODUCER_WARPGROUP, REGISTER_PREFETCH, TMA_PIPELINE
+
 # Same-width integer views: a bitwise comparison (NaN equals NaN with the same bits; -0 is not +0).
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -30,9 +32,24 @@ class StressPass:
     seconds: float
     competitor: str = ""  # what shared the GPU ("" when alone)
 
-    @property
-    def fraction(self) -> float:
-        return self.differing / self.repeats
+
+def cuda_source_shows(path: str, source: str) -> bool:
+    """Whether a CUDA build's ``source`` takes ``path`` (kernels/configs.py's asynchronous paths): a
+    check that the tier is not repeating a synchronous kernel."""
+    if path == TMA_PIPELINE:
+        return "tma_load" in source
+    if path == PRODUCER_WARPGROUP:
+        return "mbarrier_cp_async_arrive" in source
+    if path == REGISTER_PREFETCH:  # the next block's K written into its registers before this block's first product
+        loop = source[source.find("for (int kb = 0;"):].splitlines()
+        for line in loop:
+            if "wgmma" in line or "mma_sync" in line:
+                return False
+            target, assigns, _ = line.partition(" = ")
+            if assigns and "k_next" in target:
+                return True
+        return False
+    raise ValueError(f"unknown asynchronous path {path!r}")
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -79,12 +79,12 @@ def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, de
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
     cfg = cfg or default_config(local_target(), shape.head_dim, DECODE_TABLES)
+    out = _output(out, q)  # checked before the first launch
     batch, heads, dim = q.shape
     o_part = torch.empty(batch, heads, cfg.num_splits, dim, dtype=torch.float32, device=q.device)
     lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=q.device)
     launch(paged_decode_split, shape, cfg, q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
            meta.seq_lens, o_part, lse, softmax_scale=scale)
-    out = _output(out, q)
     launch(paged_decode_combine, shape, cfg, o_part, lse, out, defect=defect)
     return out
 
