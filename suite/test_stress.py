@@ -20,10 +20,9 @@ from tilegate import runtime
 from tilegate.fixtures import stress_cases as cases
 from tilegate.harness.stress import CompetingCopies, StressPass, cuda_source_shows, repeat_bitwise
 from tilegate.harness.stress_workloads import workload
-from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, asynchronous_paths, configs_for
-from tilegate.kernels.flash_fwd import flash_fwd
-from tilegate.kernels.paged_decode import paged_decode_split
-from tilegate.kernels.paged_extend import PREFETCH_DEFECTS, WARPGROUP_DEFECTS, paged_extend
+from tilegate.kernels.configs import EXTEND_TABLES, TARGETS, asynchronous_paths, configs_for
+from tilegate.kernels.paged_extend import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
+from tilegate.kernels.registry import KERNELS, KernelSpec
 from tilegate.platform import detect, local_target
 from tilegate.records import PLANTED, StressRecord
 from tilegate.report import write
@@ -37,8 +36,6 @@ REPEATS = 300
 # About 32x the slowest test on the H200 (3.7 s), scaled with the repeats: a pipeline deadlocked on
 # an mbarrier is ended, and named, by the watchdog.
 DEADLINE_S = 120
-TABLES = {"flash_fwd": CONFIG_TABLES, "extend": EXTEND_TABLES, "decode": DECODE_TABLES}
-FACTORIES = {"flash_fwd": flash_fwd, "extend": paged_extend, "decode": paged_decode_split}
 HEAD_DIMS = (64, 128)
 
 
@@ -52,6 +49,11 @@ def repeats() -> int:
 pytestmark = [pytest.mark.stress, pytest.mark.deadline(DEADLINE_S * repeats() / REPEATS)]
 
 
+def _spec(case: cases.StressCase) -> KernelSpec:
+    """The registered kernel a case's family launches first (decode: the split step, the one with the key loop)."""
+    return KERNELS[kind_builds(case.kind, case.shape)[0].kernel]
+
+
 def _config_table(marks) -> str:
     return next(m.args[0] for m in marks if m.name == "config_target")
 
@@ -61,7 +63,7 @@ def _asynchronous_params() -> list:
     params = []
     for head_dim in HEAD_DIMS:
         for case in cases.stress_cases(head_dim):
-            params += [p for p in with_configs([case], tables=TABLES[case.kind], kind=case.kind)
+            params += [p for p in with_configs([case], tables=_spec(case).config_tables, kind=case.kind)
                        if any(asynchronous_paths(case.kind, p.values[1], built_for) for built_for in TARGETS)]
     return params
 
@@ -94,7 +96,7 @@ def _asynchronous_build(case: cases.StressCase, cfg) -> tuple[str, ...]:
     if not paths:
         pytest.skip(f"{cfg.name} built for {local_target()} has no asynchronous path")
     if detect().kind == "cuda":
-        source = runtime.compiled(FACTORIES[case.kind], case.shape, cfg).get_kernel_source()
+        source = runtime.compiled(_spec(case).factory, case.shape, cfg).get_kernel_source()
         missing = [p for p in paths if not cuda_source_shows(p, source)]
         assert not missing, (f"{cfg.name} declares {missing}, which its build does not show: the stress tier would "
                              "repeat a synchronous kernel (kernels/configs.py asynchronous_paths)")
