@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# Runs a command in the MI300X gate's pinned ROCm container, with the GPUs passed in.
+# The MI300X gate's pinned ROCm container, the boundary around the code under test. Run on the
+# runner's host, from main's checkout (trusted/). Two uses:
 #
-#   scripts/mi300x-container.sh CHECKOUT CACHE -- COMMAND [ARG ...]
+#   scripts/mi300x-container.sh wheels WHEELS
+#       networked, no code under test mounted: pip downloads the wheels main's lock names
+#       (scripts/mi300x-wheels.txt, every file by sha256) into WHEELS, in the image's own Python.
+#   scripts/mi300x-container.sh gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...]
+#       offline: COMMAND runs in the tree under test through scripts/mi300x-inside.sh.
 #
-# CHECKOUT is mounted at /gate (the command's working folder), CACHE at /cache (TILEGATE_CACHE);
-# TileLang's JIT cache goes to /gate/.tilelang-cache, inside the job's own folder, which the workflow
-# removes at the end. The image is the one line of .github/mi300x-image beside this script's
-# checkout: NAME@sha256:<64 hex digits>, pinned by digest, never a bare tag (a ROCm stack that
-# drifts under TileLang makes its code fault with illegal instructions). Nothing else of the host
-# is mounted: the runner's home and its other caches stay out of reach of the code under test.
+# What the gate run sees (nothing else of the host):
+#   TREE    -> /gate     read-only: the export of the commit (scripts/mi300x-export.sh), no .git
+#   OUT     -> /out      the records (artifacts/, baselines/, .test_durations): a new, empty folder;
+#                        the host takes plain files from it (scripts/collect_records.py), nothing else
+#   CACHE   -> /cache    the compile cache of this trust level (scripts/mi300x-cache.sh)
+#   SCRATCH -> /scratch  home, the writable copy of the tree, tox's envs, TileLang's JIT cache
+#   WHEELS  -> /wheels   read-only: what pip may install (no index: the network is off)
+# and as whom: the runner's own non-root uid with the GPU device nodes' groups, no capabilities,
+# no new privileges, the runtime's default seccomp profile, no network, a private /dev/shm,
+# memory and process limits. The host runs nothing from any of these folders.
+#
+# The image is the first line of .github/mi300x-image that is not a comment:
+# NAME@sha256:<64 hex digits>, pinned by digest, never a bare tag (a ROCm stack that drifts under
+# TileLang makes its code fault with illegal instructions).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 4 ] && [ "$3" = "--" ] || { echo "usage: $0 CHECKOUT CACHE -- COMMAND [ARG ...]" >&2; exit 2; }
-checkout=$(cd "$1" && pwd); cache=$2; shift 3
+usage() {
+  echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...]" >&2
+  exit 2
+}
 pin_file=$here/.github/mi300x-image
 image=$(grep -v '^[[:space:]]*#' "$pin_file" | grep -v '^[[:space:]]*$' | head -n 1 || true)
 if ! [[ $image =~ ^[^[:space:]@]+@sha256:[0-9a-f]{64}$ ]]; then
@@ -20,15 +35,53 @@ if ! [[ $image =~ ^[^[:space:]@]+@sha256:[0-9a-f]{64}$ ]]; then
   echo "  A maintainer pins it: docker buildx imagetools inspect NAME:TAG, then commit NAME@sha256:<digest>." >&2
   exit 1
 fi
-mkdir -p "$cache"
-model=()  # a local Meta-Llama-3 for the llama3 tests: read-only, at the same path
-[ -n "${TILEGATE_LLAMA3_PATH:-}" ] && model=(-v "$TILEGATE_LLAMA3_PATH:$TILEGATE_LLAMA3_PATH:ro")
-# --device: the GPUs (KFD and the render nodes); video/render: the groups that own them; the rest
-# is what ROCm's own container instructions ask for (shared memory for the engines' processes).
-exec docker run --rm --init \
-  --device=/dev/kfd --device=/dev/dri --group-add video --group-add render \
-  --ipc=host --shm-size=16g --security-opt seccomp=unconfined \
-  -v "$checkout:/gate" -w /gate -v "$cache:/cache" "${model[@]}" \
-  -e TILEGATE_CACHE=/cache -e TILELANG_CACHE_DIR=/gate/.tilelang-cache -e TILEGATE_ARTIFACTS=/gate/artifacts \
-  -e TILEGATE_SUMMARY_TITLE -e TILEGATE_LLAMA3_PATH -e HOME=/gate/.home \
-  "$image" "$@"
+uid=$(id -u); gid=$(id -g)
+if [ "$uid" = 0 ]; then
+  echo "mi300x-container: the runner runs as root; the container's user would be root too." >&2
+  echo "  Run the runner as an unprivileged user (docs/runner.md)." >&2
+  exit 1
+fi
+# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
+hardened=(--rm --init --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
+          --pids-limit="${TILEGATE_CONTAINER_PIDS:-16384}"
+          --memory="${TILEGATE_CONTAINER_MEMORY:-256g}" --memory-swap="${TILEGATE_CONTAINER_MEMORY:-256g}")
+inside=/opt/tilegate/inside.sh
+lock=/opt/tilegate/wheels.txt
+
+case ${1:-} in
+  wheels)
+    [ $# -eq 2 ] || usage
+    wheels=$2
+    mkdir -p "$wheels"
+    exec docker run "${hardened[@]}" -e HOME=/tmp \
+      -v "$here/scripts/mi300x-wheels.txt:$lock:ro" -v "$wheels:/wheels" \
+      "$image" python3 -m pip download --no-cache-dir --quiet --require-hashes --no-deps --only-binary=:all: \
+        -r "$lock" -d /wheels ;;
+  gate)
+    [ $# -ge 8 ] && [ "$7" = "--" ] || usage
+    tree=$2; out=$3; cache=$4; scratch=$5; wheels=$6; shift 7
+    [ -d "$tree" ] && [ ! -e "$tree/.git" ] || { echo "mi300x-container: $tree is no exported tree (missing, or has .git)" >&2; exit 1; }
+    mkdir -p "$out" "$cache" "$scratch" "$wheels"
+    [ -z "$(ls -A "$out")" ] || { echo "mi300x-container: $out is not empty; the records go into a new folder" >&2; exit 1; }
+    # the GPUs: KFD and the render nodes, with the groups that own them on this host (by number: the
+    # image's group names need not match the host's)
+    gpu=()
+    for node in ${TILEGATE_GPU_DEVICES:-/dev/kfd /dev/dri}; do
+      gpu+=(--device="$node")
+      while read -r g; do gpu+=(--group-add "$g"); done < <(find "$node" \( -type c -o -type b \) -printf '%G\n' | sort -u | grep -vx 0)
+    done
+    model=()  # a local Meta-Llama-3 for the llama3 tests: read-only, at the same path
+    [ -n "${TILEGATE_LLAMA3_PATH:-}" ] && model=(-v "$TILEGATE_LLAMA3_PATH:$TILEGATE_LLAMA3_PATH:ro")
+    # --network=none: loopback only (SGLang's engines talk over it); --ipc=private: a /dev/shm of
+    # its own, sized for the engines' processes (ROCm's container instructions ask for 16g)
+    exec docker run "${hardened[@]}" "${gpu[@]}" \
+      --network=none --ipc=private --shm-size="${TILEGATE_CONTAINER_SHM:-16g}" \
+      -v "$tree:/gate:ro" -v "$out:/out" -v "$cache:/cache" -v "$scratch:/scratch" -v "$wheels:/wheels:ro" \
+      -v "$here/scripts/mi300x-inside.sh:$inside:ro" -v "$here/scripts/mi300x-wheels.txt:$lock:ro" "${model[@]}" \
+      -w /scratch \
+      -e HOME=/scratch/home -e TILEGATE_CACHE=/cache -e TILELANG_CACHE_DIR=/scratch/tilelang-cache \
+      -e TILEGATE_ARTIFACTS=/out/artifacts -e PIP_NO_INDEX=1 -e PIP_FIND_LINKS=/wheels -e HF_HUB_OFFLINE=1 \
+      -e TILEGATE_SUMMARY_TITLE -e TILEGATE_LLAMA3_PATH \
+      "$image" bash "$inside" "$@" ;;
+  *) usage ;;
+esac

@@ -36,7 +36,9 @@ from tilegate.records import (
     SANITIZE_DIR,
     Outcome,
     junit_files,
+    plain_files,
     read_junit,
+    read_plain_text,
     venv_run_dir,
 )
 
@@ -44,25 +46,26 @@ TL012 = venv_run_dir("0.1.12")  # tilegate/harness/tilelang_venv.py's run, under
 
 
 def markdown_tables(root: Path, folder: str, title: str, shown: str = "") -> list[str]:
-    """perf/*.md and counters/*.md are the tiers' own markdown tables (tilegate/harness/perf/driver.py
-    table(), suite/test_counters.py): shown as written, with the chart beside one where there is one."""
+    """perf/*.md and counters/*.md are the tiers' own tables (tilegate/harness/perf/driver.py
+    table(), suite/test_counters.py): shown as written, as text in a code block (the code under test
+    wrote them: rendered, they could say anything), with the chart beside one where there is one."""
     lines = []
-    for md in sorted((root / folder).glob("*.md")):
-        lines += [f"#### `{md.stem}`", "", *md.read_text().splitlines(), ""]
-        if shown and md.with_suffix(".png").exists():
-            lines += [f"Chart: `{shown}/{folder}/{md.stem}.png`{render.run_link()}.", ""]
+    for md in plain_files(root / folder, "*.md"):
+        lines += [f"#### {render.code(md.stem)}", "", *render.code_block(read_plain_text(md).splitlines()), ""]
+        if shown and md.with_suffix(".png").is_file():
+            lines += [f"Chart: {render.code(f'{shown}/{folder}/{md.stem}.png')}{render.run_link()}.", ""]
     return [f"### {title}", "", *lines] if lines else []
 
 
 def sanitize_section(root: Path) -> list[str]:
     rows = []
-    for log in sorted((root / SANITIZE_DIR).glob("*.log")):
-        verdict = next((ln.strip("= ").strip() for ln in log.read_text(errors="replace").splitlines()
+    for log in plain_files(root / SANITIZE_DIR, "*.log"):
+        verdict = next((ln.strip("= ").strip() for ln in read_plain_text(log).splitlines()
                         if "ERROR SUMMARY:" in ln or "RACECHECK SUMMARY:" in ln), "no summary line (crashed or timed out)")
         if PLANTED in log.stem:
             clean = verdict.startswith(("0 errors", "0 hazards")) or "no summary" in verdict
             verdict = f"expected to report: {'NOT caught' if clean else 'caught'} ({verdict})"
-        rows.append([f"`{log.stem}`", verdict])
+        rows.append([render.Code(log.stem), verdict])
     return ["### Sanitizers (compute-sanitizer; `planted-*` runs must report)", "", *render.table(["run", "verdict"], rows)] if rows else []
 
 
@@ -70,7 +73,7 @@ def tl012_section(root: Path) -> list[str]:
     """The compile + ISA tiers under TileLang 0.1.12 (suite/test_compat_tilelang.py's nested run)."""
     sub = root / TL012
     junit = sub / "junit.xml"
-    if not sub.is_dir():
+    if sub.is_symlink() or not sub.is_dir():
         return []
     outcomes = read_junit(junit) if junit.is_file() else []
     isa = render.isa_section(sub)
@@ -89,8 +92,8 @@ def tier_tables(root: Path, shown: str) -> list[str]:
     for section in sections:
         try:
             body += section(root)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, SyntaxError) as e:  # one broken file hides no more
-            body += [f"> step_summary: a section was left out: `{type(e).__name__}: {e}`"]
+        except Exception as e:  # one broken file hides no more than its section; the summary never fails
+            body += [f"> step\\_summary: a section was left out: {render.code(f'{type(e).__name__}: {e}')}"]
         if body and body[-1] != "":
             body.append("")
     return body
@@ -102,18 +105,18 @@ def outcomes_of(roots: list[Path]) -> tuple[list[Outcome], int]:
     for f in files:
         try:
             outcomes += read_junit(f)
-        except (OSError, SyntaxError) as e:  # ET.ParseError is a SyntaxError: a truncated file
+        except (OSError, SyntaxError, ValueError) as e:  # ET.ParseError is a SyntaxError: a truncated file
             outcomes.append(Outcome(f"{f.name}", ERROR, f"unreadable JUnit XML: {e}"))
     return outcomes, len(files)
 
 
 def summary(roots: list[Path], shown: list[str], title: str, outcomes: list[Outcome], files: int) -> list[str]:
-    lines = [f"## tilegate: {title}", "", *render.verdict_lines(outcomes, files)]
+    lines = [f"## tilegate: {render.text(title)}", "", *render.verdict_lines(outcomes, files)]
     for root, name in zip(roots, shown):
         body = tier_tables(root, name)
         if len(roots) > 1:
-            lines += [f"### `{name}`", ""]
-        lines += body or [f"No tier records in `{name}/`.", ""]
+            lines += [f"### {render.code(name)}", ""]
+        lines += body or [f"No tier records in {render.code(name + '/')}.", ""]
     return lines
 
 

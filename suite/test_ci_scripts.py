@@ -1,11 +1,10 @@
-"""The MI300X job's own scripts, run here as the workflow runs them: the GPU-idle check, the pinned
-container's refusal of an unpinned image, and the per-trust-level compile caches."""
+"""The MI300X job's own scripts, run here as the workflow runs them: the GPU-idle check and the
+per-trust-level compile caches (the container, the export and the records: test_runner_boundary.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -35,40 +34,6 @@ def test_gpu_idle_passes_an_idle_gpu_and_names_every_process_holding_one(tmp_pat
 def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
     out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--kfd-proc", tmp_path / "absent")
     assert out.returncode == 1 and "no ROCm (amdgpu/KFD) driver" in out.stderr
-
-
-def _container_script_with_pin(tmp_path, pin: str):
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / ".github").mkdir()
-    shutil.copy(SCRIPTS / "mi300x-container.sh", tmp_path / "scripts")
-    (tmp_path / ".github" / "mi300x-image").write_text(f"# comment\n{pin}\n")
-    return tmp_path / "scripts" / "mi300x-container.sh"
-
-
-def test_the_container_refuses_an_image_not_pinned_by_digest(tmp_path):
-    script = _container_script_with_pin(tmp_path, "lmsysorg/sglang:v0.5.23-rocm700-mi30x")
-    out = _run("bash", script, tmp_path, tmp_path / "cache", "--", "true")
-    assert out.returncode == 1 and "holds no image pinned by digest" in out.stderr
-    committed = _run("bash", SCRIPTS / "mi300x-container.sh", tmp_path, tmp_path / "cache", "--", "true")
-    pinned = "@sha256:" in (REPO_ROOT / ".github" / "mi300x-image").read_text()
-    assert pinned or "holds no image pinned by digest" in committed.stderr  # the committed pin file, as it is
-
-
-def test_a_pinned_image_reaches_docker_with_the_gpus_and_nothing_else_of_the_host(tmp_path):
-    script = _container_script_with_pin(tmp_path, "rocm/dev-ubuntu-22.04@sha256:" + "0" * 64)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$DOCKER_ARGS"\n')  # records the call only
-    (bin_dir / "docker").chmod(0o755)
-    args = tmp_path / "docker-args"
-    out = _run("bash", script, tmp_path, tmp_path / "cache", "--", "tox", "-e", "rocm",
-               env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_ARGS": str(args)})
-    assert out.returncode == 0, out.stderr
-    call = args.read_text().splitlines()
-    assert call[:2] == ["run", "--rm"] and call[-4:] == ["rocm/dev-ubuntu-22.04@sha256:" + "0" * 64, "tox", "-e", "rocm"]
-    assert {"--device=/dev/kfd", "--device=/dev/dri"} <= set(call)
-    mounts = [call[i + 1] for i, a in enumerate(call) if a == "-v"]
-    assert mounts == [f"{tmp_path}:/gate", f"{tmp_path / 'cache'}:/cache"], mounts
 
 
 def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path):

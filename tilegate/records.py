@@ -8,8 +8,11 @@ these in an ``if: always()`` step, where the gate's environment may never have b
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, fields
@@ -54,12 +57,53 @@ class Record:
 R = TypeVar("R", bound=Record)
 
 
+# The step summary reads records that the code under test wrote: it follows no link and reads no
+# file that is not regular, nor more of one than this (a record is kilobytes; a log a few MiB).
+RECORD_CAP = 64 * 2**20
+
+
+def plain_files(folder: Path, pattern: str) -> list[Path]:
+    """The entries ``folder/pattern`` that are not folders, sorted, if ``folder`` is a folder and not
+    a link to one. A link or device among them is listed: read_plain refuses it, by name."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return []
+    except OSError:
+        return []
+    return sorted(f for f in folder.glob(pattern) if not stat.S_ISDIR(os.lstat(f).st_mode))
+
+
+def read_plain(path: Path, cap: int = RECORD_CAP) -> bytes:
+    """The bytes of ``path``, a regular file opened without following a link, of at most ``cap``
+    bytes; anything else is an OSError that names why."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(f"{path.name}: a symbolic link, not followed") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name}: not a regular file")
+        if info.st_size > cap:
+            raise OSError(f"{path.name}: {info.st_size} bytes, over the {cap}-byte cap")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(cap + 1)[:cap]
+    finally:
+        os.close(fd)
+
+
+def read_plain_text(path: Path, cap: int = RECORD_CAP) -> str:
+    return read_plain(path, cap).decode("utf-8", errors="replace")
+
+
 def load(artifacts: Path, kind: type[R]) -> list[R]:
     """Every record of ``kind`` under ``artifacts``, by name."""
     out = []
-    for f in sorted((artifacts / kind.folder).glob("*.json")):
+    for f in plain_files(artifacts / kind.folder, "*.json"):
         try:
-            out.append(kind.from_data(f.stem, json.loads(f.read_text())))
+            out.append(kind.from_data(f.stem, json.loads(read_plain(f))))
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"{kind.folder}/{f.name}: {e}") from e
     return out
@@ -205,7 +249,7 @@ def _reason(element: ET.Element) -> str:
 
 def read_junit(path: Path) -> list[Outcome]:
     out = []
-    for tc in ET.parse(path).getroot().iter("testcase"):
+    for tc in ET.fromstring(read_plain(path)).iter("testcase"):
         name = re.sub(r"@[\w.\-]+$", "", tc.get("name", ""))  # xdist's --dist loadgroup adds "@<group>"
         test = f"{tc.get('classname', '')}::{name}".lstrip(":")
         raw = tc.get("line")
@@ -223,7 +267,7 @@ def read_junit(path: Path) -> list[Outcome]:
 
 
 def junit_files(root: Path) -> list[Path]:
-    return sorted((root / JUNIT_DIR).glob("*.xml"))
+    return plain_files(root / JUNIT_DIR, "*.xml")
 
 
 def verdict(outcomes: list[Outcome], files: int) -> str:

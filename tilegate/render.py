@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,42 @@ def indented_tables(records: list[AgreementRecord]) -> list[str]:
 
 # --- the step summary (GitHub-flavoured markdown) -------------------------------------------
 
+# Everything below writes what the code under test wrote (names, reasons, tables) into a page
+# GitHub renders: each string goes through text() or code(), so it shows as itself and can never
+# start a line, a table row, a heading, a link or HTML of its own.
+
+def _visible(value: object) -> str:
+    """Line breaks and other control characters as escapes (\\u000a): one line, always."""
+    return "".join(ch if ch.isprintable() or ch == " " else f"\\u{ord(ch):04x}" for ch in str(value))
+
+
+# what starts something inline (emphasis, code, a link or image, HTML, an entity, strikethrough, a
+# table cell); each is backslash-escaped, as CommonMark lets any ASCII punctuation be. A bare URL
+# may still show as a link: its text is the URL.
+# Block syntax (headings, lists, quotes) needs a line start, and a cell is never one.
+INLINE_MARKUP = set("\\`*_[]<!|~&")  # ">" alone opens nothing inline
+
+
+def text(value: object) -> str:
+    """Markdown that renders as ``value``'s characters: one line, no markup of its own."""
+    return "".join("\\" + ch if ch in INLINE_MARKUP else ch for ch in _visible(value))
+
+
+def code(value: object) -> str:
+    """An inline code span holding ``value``: a backtick fence longer than any run inside it, and
+    ``|`` escaped (GFM splits table cells before it reads code spans)."""
+    body = _visible(value).replace("|", "\\|")
+    fence = "`" * (max(map(len, re.findall("`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+class Code(str):
+    """A table value shown as code (a record's or a test's name); any other value is text()."""
+
+
 def cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return code(value) if isinstance(value, Code) else text(value)
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
@@ -136,7 +171,10 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def code_block(lines: list[str]) -> list[str]:
-    return ["```text", *lines, "```"]
+    """Lines shown as written, in a fence no line inside can close."""
+    shown = [_visible(ln) for ln in lines]
+    fence = "`" * max(3, max((len(run) for ln in shown for run in re.findall("`+", ln)), default=0) + 1)
+    return [f"{fence}text", *shown, fence]
 
 
 def run_link() -> str:
@@ -148,22 +186,23 @@ def run_link() -> str:
 
 
 def isa_section(root: Path) -> list[str]:
-    rows = [[f"`{name}`", *rest] for name, *rest in map(isa_cells, load(root, IsaRecord))]
+    rows = [[Code(name), *rest] for name, *rest in map(isa_cells, load(root, IsaRecord))]
     return [f"### gfx942 ISA ({len(rows)} code objects)", "", *table(ISA_COLUMNS, rows)] if rows else []
 
 
 def numerics_section(root: Path) -> list[str]:
-    rows = [[s.dtype, s.checks, s.within_bound, f"{s.worst_max.max_ratio:.3f} (`{s.worst_max.name}`)",
-             f"{s.worst_mean.mean_ratio:.3f} (`{s.worst_mean.name}`)"] for s in numerics_by_dtype(load(root, NumericsRecord))]
+    rows = [[s.dtype, s.checks, s.within_bound, s.worst_max.max_ratio, Code(s.worst_max.name), s.worst_mean.mean_ratio,
+             Code(s.worst_mean.name)] for s in numerics_by_dtype(load(root, NumericsRecord))]
     if not rows:
         return []
-    header = ["dtype", "checks", "within bound", "worst max-error ratio", "worst mean-error ratio"]
-    return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *table(header, rows)]
+    header = ["dtype", "checks", "within bound", "worst max-error ratio", "at", "worst mean-error ratio", "at"]
+    lines = table(header, [[*r[:3], f"{r[3]:.3f}", r[4], f"{r[5]:.3f}", r[6]] for r in rows])
+    return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *lines]
 
 
 def stress_section(root: Path) -> list[str]:
     """Each stress pass: repeats differing from the first launch (``planted`` runs must differ)."""
-    rows = [[f"`{r.name}`", r.verdict, r.competitor or "alone", r.repeats, r.differing, f"{r.fraction:.3f}",
+    rows = [[Code(r.name), r.verdict, r.competitor or "alone", r.repeats, r.differing, f"{r.fraction:.3f}",
              r.most_elements_differing, f"{r.seconds:.1f}"] for r in load(root, StressRecord)]
     if not rows:
         return []
@@ -179,7 +218,7 @@ def foreign_section(root: Path) -> list[str]:
     (docs/foreign-kernels.md has them as reports, with the commands that reproduce them)."""
     out = []
     for r in load(root, ForeignRecord):
-        out += [f"### Foreign kernel `{r.name}`", "", f"{r.source}, source sha256 `{r.sha256[:16]}`", ""]
+        out += [f"### Foreign kernel {code(r.name)}", "", f"{text(r.source)}, source sha256 {code(str(r.sha256)[:16])}", ""]
         rows = [[", ".join(f["rules"]), f["reason"], "; ".join(f"{k}: {', '.join(v)}" for k, v in f.items()
                                                             if k in ("problems", "configs", "cases", "tilelang", "gpu")) or "every build"]
                 for f in r.findings]
@@ -191,7 +230,7 @@ def foreign_section(root: Path) -> list[str]:
 
 
 def memory_section(root: Path) -> list[str]:
-    rows = [[f"`{m.name}`", mib(m.io_bytes, 0), mib(m.extra_bytes_during_call, 2)] for m in load(root, MemoryRecord)]
+    rows = [[Code(m.name), mib(m.io_bytes, 0), mib(m.extra_bytes_during_call, 2)] for m in load(root, MemoryRecord)]
     header = ["case", "inputs+output MiB", "allocated during the call MiB"]
     return ["### Memory", "", *table(header, rows)] if rows else []
 
@@ -207,13 +246,13 @@ def text_tables(records: list[DriftRecord] | list[AgreementRecord], title: str, 
     """Records that carry their terminal table (drift, agreement), as written; a plot beside one is linked."""
     lines = []
     for r in records:
-        rows, heading = r.table, f"#### `{r.name}`"
+        rows, heading = r.table, f"#### {code(r.name)}"
         if PLANTED in r.name:
             label, rows = planted_lines(rows)
             heading += f" (planted bug, {label})"
         lines += [heading, "", *code_block(rows), ""]
         if shown and (root / r.folder / f"{r.name}.png").exists():
-            lines += [f"Plot: `{shown}/{r.folder}/{r.name}.png`{run_link()}.", ""]
+            lines += [f"Plot: {code(f'{shown}/{r.folder}/{r.name}.png')}{run_link()}.", ""]
     return [f"### {title}", "", *lines] if lines else []
 
 
@@ -237,12 +276,12 @@ def verdict_lines(outcomes: list[Outcome], files: int) -> list[str]:
     bad = [o for o in outcomes if o.kind in (FAILED, ERROR)]
     if bad:
         lines += ["| failing test | reason |", "|---|---|"]
-        lines += [f"| `{o.test}` | {cell(('error: ' if o.kind == ERROR else '') + o.reason)} |" for o in bad]
+        lines += [f"| {code(o.test)} | {text(('error: ' if o.kind == ERROR else '') + o.reason)} |" for o in bad]
         lines.append("")
     skips = Counter(o.reason for o in outcomes if o.kind == SKIPPED)
     if skips:
         lines += ["<details><summary>skipped, by reason</summary>", "", "| tests | reason |", "|---|---|"]
-        lines += [f"| {n} | {cell(reason)} |" for reason, n in skips.most_common()]
+        lines += [f"| {n} | {text(reason)} |" for reason, n in skips.most_common()]
         lines += ["", "</details>", ""]
     return lines
 

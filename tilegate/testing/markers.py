@@ -15,6 +15,8 @@ MARKERS = (
     'rocm: needs a gfx942 device under ROCm',
     "config_target(target): a GPU case built from that target's tile-config table",
     'cuda: needs a CUDA device',
+    'container: runs the MI300X job\'s container script under a real container runtime (docker) with the '
+    'gate\'s test image (scripts/install-container-runtime.sh)',
     'llama3: needs a local Meta-Llama-3 checkpoint (--llama3-path or TILEGATE_LLAMA3_PATH)',
     'slow: long sequences or big builds',
     'sanitize: kernels under compute-sanitizer (memcheck, racecheck, initcheck, synccheck); opt-in: -m sanitize',

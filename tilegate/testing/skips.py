@@ -3,6 +3,7 @@
   gpu    needs a ROCm or CUDA device
   rocm   needs a gfx942 (MI300X) device under ROCm
   cuda   needs a CUDA device
+  container  needs a running docker daemon and the test image (scripts/install-container-runtime.sh)
   llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
          with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
@@ -54,6 +55,11 @@ def _on_mi300x() -> bool:
 
 
 def _tool_missing(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("container"):
+        from tilegate.testing.container import missing_reason
+
+        if reason := missing_reason():
+            return reason
     if item.get_closest_marker("sanitize") and detect().kind == "cuda":
         from tilegate.harness.sanitize.driver import find_compute_sanitizer
 
