@@ -16,9 +16,14 @@ mkdir -p "$HOME" /out/artifacts
 cd /scratch/gate
 # tox, pytest and their dependencies, every file by its sha256 (pip: no index, PIP_FIND_LINKS);
 # the image has torch, SGLang and the rest
-python3 -m venv --system-site-packages /scratch/tools
-/scratch/tools/bin/python -m pip install --quiet --require-hashes --no-deps -r /opt/tilegate/wheels.txt
-export PATH=/scratch/tools/bin:$PATH
+# (a Python built without ensurepip has no venv with pip: then the user site under the scratch home)
+if python3 -m venv --system-site-packages /scratch/tools; then
+  /scratch/tools/bin/python -m pip install --quiet --require-hashes --no-deps -r /opt/tilegate/wheels.txt
+  export PATH=/scratch/tools/bin:$PATH
+else
+  python3 -m pip install --quiet --user --require-hashes --no-deps -r /opt/tilegate/wheels.txt
+  export PATH=$HOME/.local/bin:$PATH
+fi
 rc=0
 "$@" || rc=$?
 # what a recording run changed (dispatch with record_baselines): the maintainer commits these
