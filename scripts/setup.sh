@@ -12,11 +12,11 @@ py=${PYTHON:-python3}
 # plugin and the test dependencies). `pip install ".[test]"` installs the same pair, not editable.
 "$py" -m pip install -q --no-compile -e . -e ./testing
 
-# The rest is four independent installs, mostly downloads: run them side by side.
+# The rest is three independent installs, mostly downloads: run them side by side.
 #   the gfx942 cross toolchain (.toolchain/gfx942);
 #   TileLang 0.1.12 (SGLang 0.5.23's pin) in .venv-tl012: the compile + ISA tiers run under it too;
-#   SGLang 0.5.23 on the CPU in .venv-sglang: the tilelang backend against SGLang's real engine;
-#   docker, a small test image and the MI300X job's wheels: the runner boundary's container tests.
+#   SGLang 0.5.23 on the CPU in .venv-sglang: the tilelang backend against SGLang's real engine.
+# Then docker, a small test image and the MI300X job's wheels: the runner boundary's container tests.
 logs=$(mktemp -d)
 declare -A pids=()
 start() {  # start NAME CMD...: run CMD in the background, its output in $logs/NAME.log
@@ -27,7 +27,6 @@ start() {  # start NAME CMD...: run CMD in the background, its output in $logs/N
 start toolchain bash scripts/install-gfx942-toolchain.sh
 start tilelang-0.1.12 bash scripts/install-tilelang-venv.sh 0.1.12
 start sglang bash scripts/install-sglang-cpu.sh
-start container-runtime bash scripts/install-container-runtime.sh
 failed=()
 for name in "${!pids[@]}"; do
   if ! wait "${pids[$name]}"; then
@@ -37,5 +36,7 @@ for name in "${!pids[@]}"; do
   fi
 done
 [ ${#failed[@]} -eq 0 ] || { echo "setup: failed: ${failed[*]}" >&2; exit 1; }
+# after the others: it may apt-get install, and two apt-gets at once fail on dpkg's lock
+bash scripts/install-container-runtime.sh
 cat "$logs"/*.log
 rm -rf "$logs"
