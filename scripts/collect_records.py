@@ -28,7 +28,8 @@ from pathlib import Path
 TAKEN = (("artifacts", "artifacts"), ("baselines", "suite/baselines"), (".test_durations", ".test_durations"))
 FILE_CAP = 256 * 2**20  # the largest record: a code object's disassembly is a few MiB
 TOTAL_CAP = 4 * 2**30
-MAX_FILES = 50_000
+MAX_FILES = 50_000  # files and folders
+MAX_DEPTH = 32
 CHUNK = 2**20
 
 
@@ -76,6 +77,10 @@ class Collector:
             os.close(fd)
 
     def take_folder(self, fd: int, rel: str, target: Path) -> None:
+        if rel.count("/") >= MAX_DEPTH or self.files >= MAX_FILES:
+            self.refuse(rel, f"a folder past the depth ({MAX_DEPTH}) or the count the collection takes")
+            return
+        self.files += 1
         target.mkdir(parents=True, exist_ok=True)
         for name in sorted(os.listdir(fd)):
             self.take(fd, name, f"{rel}/{name}", target / name)

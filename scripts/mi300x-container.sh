@@ -25,7 +25,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
-  echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...]" >&2
+  echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...] | $0 stop" >&2
   exit 2
 }
 pin_file=$here/.github/mi300x-image
@@ -41,14 +41,21 @@ if [ "$uid" = 0 ]; then
   echo "  Run the runner as an unprivileged user (docs/runner.md)." >&2
   exit 1
 fi
-# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
-hardened=(--rm --init --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
+# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...); the
+# label lets `stop` end a container the runner's cancel or timeout left running (the daemon owns it,
+# not the step's shell)
+label=tilegate.mi300x-gate
+hardened=(--rm --init --label "$label" --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
           --pids-limit="${TILEGATE_CONTAINER_PIDS:-16384}"
           --memory="${TILEGATE_CONTAINER_MEMORY:-256g}" --memory-swap="${TILEGATE_CONTAINER_MEMORY:-256g}")
 inside=/opt/tilegate/inside.sh
 lock=/opt/tilegate/wheels.txt
 
 case ${1:-} in
+  stop)
+    [ $# -eq 1 ] || usage
+    docker ps -aq --filter "label=$label" | xargs -r docker rm -f >/dev/null
+    exit 0 ;;
   wheels)
     [ $# -eq 2 ] || usage
     wheels=$2
@@ -70,11 +77,19 @@ case ${1:-} in
       gpu+=(--device="$node")
       while read -r g; do gpu+=(--group-add "$g"); done < <(find "$node" \( -type c -o -type b \) -printf '%G\n' | sort -u | grep -vx 0)
     done
-    model=()  # a local Meta-Llama-3 for the llama3 tests: read-only, at the same path
-    [ -n "${TILEGATE_LLAMA3_PATH:-}" ] && model=(-v "$TILEGATE_LLAMA3_PATH:$TILEGATE_LLAMA3_PATH:ro")
+    model=()  # a local Meta-Llama-3 for the llama3 tests, read-only: main's runs only (its weights are
+    # not the public's, and a pull request's records are uploaded)
+    if [ -n "${TILEGATE_LLAMA3_PATH:-}" ] && [ "${TRUST:-}" = main ]; then
+      model=(-v "$TILEGATE_LLAMA3_PATH:$TILEGATE_LLAMA3_PATH:ro")
+    fi
     # --network=none: loopback only (SGLang's engines talk over it); --ipc=private: a /dev/shm of
     # its own, sized for the engines' processes (ROCm's container instructions ask for 16g)
-    exec docker run "${hardened[@]}" "${gpu[@]}" \
+    # the container's output is the job's log: no line of it may be a workflow command (a forged
+    # annotation, ::add-mask::), so commands stay off behind a token it cannot know
+    token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    echo "::stop-commands::$token"
+    rc=0
+    docker run "${hardened[@]}" "${gpu[@]}" \
       --network=none --ipc=private --shm-size="${TILEGATE_CONTAINER_SHM:-16g}" \
       -v "$tree:/gate:ro" -v "$out:/out" -v "$cache:/cache" -v "$scratch:/scratch" -v "$wheels:/wheels:ro" \
       -v "$here/scripts/mi300x-inside.sh:$inside:ro" -v "$here/scripts/mi300x-wheels.txt:$lock:ro" "${model[@]}" \
@@ -82,6 +97,8 @@ case ${1:-} in
       -e HOME=/scratch/home -e TILEGATE_CACHE=/cache -e TILELANG_CACHE_DIR=/scratch/tilelang-cache \
       -e TILEGATE_ARTIFACTS=/out/artifacts -e PIP_NO_INDEX=1 -e PIP_FIND_LINKS=/wheels -e HF_HUB_OFFLINE=1 \
       -e TILEGATE_SUMMARY_TITLE -e TILEGATE_LLAMA3_PATH \
-      "$image" bash "$inside" "$@" ;;
+      "$image" bash "$inside" "$@" || rc=$?
+    echo "::$token::"
+    exit "$rc" ;;
   *) usage ;;
 esac

@@ -220,6 +220,7 @@ def _hostile_out(root: Path) -> tuple[Path, Path]:
     (out / "artifacts/bad\nname.json").write_text("{}")
     with open(out / "artifacts/isa/huge.json", "wb") as f:
         f.truncate(300 * 2**20)  # sparse: over the cap, no disk used
+    (out / "artifacts" / Path(*["d"] * 40)).mkdir(parents=True)  # deeper than any record folder
     (out / "runner-files").mkdir()
     return out, creds
 
@@ -236,7 +237,7 @@ def test_only_plain_files_leave_the_container_and_every_other_entry_is_reported(
     assert set(refused) == {"artifacts/perf/perf-mi300x.json", "artifacts/perf/perf.md", "artifacts/linked-folder",
                             "artifacts/isa/fifo.json", "artifacts/isa/socket.json", "artifacts/isa/zero.json",
                             "artifacts/junit/hardlink.xml", "artifacts/junit/linked.xml", "artifacts/.git", "artifacts/bad\nname.json",
-                            "artifacts/isa/huge.json", "runner-files"}
+                            "artifacts/isa/huge.json", "runner-files", "artifacts" + "/d" * 32}
     assert "hard link" in refused["artifacts/junit/hardlink.xml"] and "cap" in refused["artifacts/isa/huge.json"]
     assert SECRET not in "".join(p.read_text(errors="replace") for p in dest.rglob("*") if p.is_file())
     annotations = [ln for ln in proc.stderr.splitlines() if ln.startswith("::error title=record refused::")]
@@ -444,6 +445,11 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         call = args.read_text().splitlines()
         assert call[:2] == ["run", "--rm"] and call[-6:] == [pin, "bash", "/opt/tilegate/inside.sh", "tox", "-e", "rocm"]
         assert call[call.index("--user") + 1] == f"{NOBODY}:{NOBODY}"
+        assert call[call.index("--label") + 1] == "tilegate.mi300x-gate"  # what `stop` ends after a cancel
+        # the container's output cannot be a workflow command: they are off behind a fresh token
+        first, last = out.stdout.splitlines()[0], out.stdout.splitlines()[-1]
+        token = first.removeprefix("::stop-commands::")
+        assert first.startswith("::stop-commands::") and len(token) == 32 and last == f"::{token}::"
         assert {"--network=none", "--ipc=private", "--cap-drop=ALL", "--security-opt=no-new-privileges",
                 f"--device={base / 'fake-kfd'}"} <= set(call)
         assert call[call.index("--group-add") + 1] == "44"
