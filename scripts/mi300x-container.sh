@@ -28,6 +28,14 @@ usage() {
   echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...] | $0 stop" >&2
   exit 2
 }
+# every container this script starts carries this label: `stop` ends any a cancel or a timeout left
+# running (the daemon owns it, not the step's shell); it needs no image, so it comes first
+label=tilegate.mi300x-gate
+if [ "${1:-}" = stop ]; then
+  [ $# -eq 1 ] || usage
+  docker ps -aq --filter "label=$label" | xargs -r docker rm -f >/dev/null
+  exit 0
+fi
 pin_file=$here/.github/mi300x-image
 image=$(grep -v '^[[:space:]]*#' "$pin_file" | grep -v '^[[:space:]]*$' | head -n 1 || true)
 if ! [[ $image =~ ^[^[:space:]@]+@sha256:[0-9a-f]{64}$ ]]; then
@@ -41,10 +49,7 @@ if [ "$uid" = 0 ]; then
   echo "  Run the runner as an unprivileged user (docs/runner.md)." >&2
   exit 1
 fi
-# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...); the
-# label lets `stop` end a container the runner's cancel or timeout left running (the daemon owns it,
-# not the step's shell)
-label=tilegate.mi300x-gate
+# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
 hardened=(--rm --init --label "$label" --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
           --pids-limit="${TILEGATE_CONTAINER_PIDS:-16384}"
           --memory="${TILEGATE_CONTAINER_MEMORY:-256g}" --memory-swap="${TILEGATE_CONTAINER_MEMORY:-256g}")
@@ -52,10 +57,6 @@ inside=/opt/tilegate/inside.sh
 lock=/opt/tilegate/wheels.txt
 
 case ${1:-} in
-  stop)
-    [ $# -eq 1 ] || usage
-    docker ps -aq --filter "label=$label" | xargs -r docker rm -f >/dev/null
-    exit 0 ;;
   wheels)
     [ $# -eq 2 ] || usage
     wheels=$2

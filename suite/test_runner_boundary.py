@@ -24,6 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -119,10 +120,14 @@ def _event(name: str, head_sha: str) -> dict:
     return event
 
 
+def _context_of(event: dict) -> dict:
+    return {"github": {"event_name": event["event_name"], "ref": event["ref"], "repository": event["repository"],
+                       "event": event["event"], "sha": "0" * 40}, "inputs": event["inputs"], "env": WORKFLOW.get("env", {})}
+
+
 def _evaluate(expression: str, event: dict):
-    context = {"github": {"event_name": event["event_name"], "ref": event["ref"], "repository": event["repository"],
-                          "event": event["event"], "sha": "0" * 40}, "inputs": event["inputs"]}
-    return gh.evaluate(expression.strip().removeprefix("${{").removesuffix("}}"), context)
+    """A `${{ }}` value of the workflow, as GitHub would expand it for ``event``."""
+    return gh.evaluate(expression.strip().removeprefix("${{").removesuffix("}}"), _context_of(event))
 
 
 # --- the commit under test reaches the runner as data ---------------------------------------------
@@ -135,7 +140,7 @@ def test_a_labelled_fork_runs_the_commit_the_label_was_put_on_and_a_later_push_r
     approved = _event("pr-fork-labeled-approved", labelled)
     sha = _evaluate(_step("gate", "Export the commit under test")["env"]["SHA"], approved)
     assert sha == labelled
-    assert gh.truthy(gh.evaluate(WORKFLOW["jobs"]["gate"]["if"], {**_context_of(approved)}))
+    assert gh.truthy(gh.evaluate(WORKFLOW["jobs"]["gate"]["if"], _context_of(approved)))
     out = _export(repo.url, sha, tmp_path / "tree")
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "tree" / "kernel.py").read_text() == "reviewed\n"
@@ -144,11 +149,6 @@ def test_a_labelled_fork_runs_the_commit_the_label_was_put_on_and_a_later_push_r
     for name in ("pr-fork-synchronize-after-approval", "pr-fork-synchronize", "pr-deleted-fork-synchronize"):
         pushed = _event(name, later)
         assert not gh.truthy(gh.evaluate(WORKFLOW["jobs"]["gate"]["if"], _context_of(pushed))), name
-
-
-def _context_of(event: dict) -> dict:
-    return {"github": {"event_name": event["event_name"], "ref": event["ref"], "repository": event["repository"],
-                       "event": event["event"]}, "inputs": event["inputs"], "env": WORKFLOW.get("env", {})}
 
 
 def test_a_deleted_forks_labelled_commit_exports_from_the_base_repository(tmp_path):
@@ -520,45 +520,64 @@ json.dump(r, open("/out/artifacts/probe.json", "w"))
 '''
 
 
-@pytest.mark.container
-def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileged_and_limited(tmp_path):
-    """A real docker run of the job's gate step over an exported attacker's commit, as a non-root
-    runner user, then the host's own steps (collect, summary, git in the trusted checkout)."""
-    from tilegate.testing.container import wheels_folder
+class RealRunner:
+    """The job's gate step as the runner would run it, with the real docker daemon: main's scripts with
+    the test image pinned (an imported image has no registry digest, so a one-line shim maps the pinned
+    NAME@<id> to the id), an exported commit, fresh folders, a fake GPU node, a non-root user."""
 
-    base = _shared_temp()
-    try:
+    def __init__(self, base: Path, files: dict[str, str]) -> None:
+        from tilegate.testing.container import wheels_folder
+
         image_id = _run("docker", "image", "inspect", "--format", "{{.Id}}", TEST_IMAGE).stdout.strip()
-        script = _trusted_copy(base / "trusted", f"tilegate-test@{image_id}")
-        # the pinned reference NAME@sha256:<id> names a local image only by its id: a shim maps it
+        self.script = _trusted_copy(base / "trusted", f"tilegate-test@{image_id}")
         shim = base / "bin" / "docker"
         shim.parent.mkdir()
         shim.write_text(f'#!/bin/bash\nargs=("${{@/tilegate-test@{image_id}/{image_id}}}")\n'
                         f'exec {shutil.which("docker")} "${{args[@]}}"\n')
         shim.chmod(0o755)
-        repo = ForkShapedRepository(base)
-        sha = repo.fork_push({"attack.py": ATTACK, "suite/baselines/perf/mi300x.json": "{}\n"}, "a stranger's PR")
-        folders = _runner_folders(base / "run")
-        shutil.rmtree(folders["tree"])
-        assert _export(repo.url, sha, folders["tree"]).returncode == 0
-        shutil.rmtree(folders["wheels"])
-        shutil.copytree(wheels_folder(), folders["wheels"])
+        self.repo = ForkShapedRepository(base)
+        sha = self.repo.fork_push(files, "a stranger's PR")
+        self.folders = _runner_folders(base / "run")
+        shutil.rmtree(self.folders["tree"])
+        assert _export(self.repo.url, sha, self.folders["tree"]).returncode == 0
+        shutil.rmtree(self.folders["wheels"])
+        shutil.copytree(wheels_folder(), self.folders["wheels"])
+        self.gpu = _fake_gpu(base, 44)
+        self.docker_gid = os.stat("/var/run/docker.sock").st_gid
+        self.env = {"PATH": f"{shim.parent}:{os.environ['PATH']}", "TILEGATE_GPU_DEVICES": str(self.gpu),
+                    "TILEGATE_CONTAINER_MEMORY": "2g", "TILEGATE_CONTAINER_PIDS": "512", "TILEGATE_CONTAINER_SHM": "64m"}
+
+    def argv(self, *command) -> list[str]:
+        f = self.folders
+        argv = ["bash", str(self.script), "gate", f["tree"], f["out"], f["cache"], f["scratch"], f["wheels"], "--"]
+        return [str(a) for a in (*argv, *command)]
+
+    def gate(self, *command):
+        return _run(*self.argv(*command), env=self.env, user=NOBODY, groups=(self.docker_gid,), timeout=300)
+
+
+def _labelled_containers() -> list[str]:
+    return _run("docker", "ps", "-aq", "--filter", "label=tilegate.mi300x-gate").stdout.split()
+
+
+@pytest.mark.container
+@pytest.mark.xdist_group("docker")  # with the test below: its `stop` ends every labelled container
+def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileged_and_limited(tmp_path):
+    """A real docker run of the job's gate step over an exported attacker's commit, as a non-root
+    runner user, then the host's own steps (collect, summary, git in the trusted checkout)."""
+    base = _shared_temp()
+    try:
+        runner = RealRunner(base, {"attack.py": ATTACK, "suite/baselines/perf/mi300x.json": "{}\n"})
+        gpu, f, repo = runner.gpu, runner.folders, runner.repo
         creds = base / "runner" / ".credentials"
         creds.parent.mkdir()
         creds.write_text(SECRET)
         marker = base / "PWNED"
         shm_marker = f"tilegate-host-{os.getpid()}"
         Path("/dev/shm", shm_marker).write_text("host")
-        docker_gid = os.stat("/var/run/docker.sock").st_gid
-        gpu = _fake_gpu(base, 44)
-        env = {"PATH": f"{shim.parent}:{os.environ['PATH']}", "TILEGATE_GPU_DEVICES": str(gpu),
-               "TILEGATE_CONTAINER_MEMORY": "2g", "TILEGATE_CONTAINER_PIDS": "512", "TILEGATE_CONTAINER_SHM": "64m"}
-        f = folders
         # the attacker's environment is set by the command it runs, as a tox env's would be
-        command = ["env", f"MARKER={marker}", f"CREDS={creds}", f"SHM_MARKER={shm_marker}", f"GPU_NODE={gpu}",
-                   "python3", "attack.py"]
-        run = _run("bash", script, "gate", f["tree"], f["out"], f["cache"], f["scratch"], f["wheels"], "--", *command,
-                   env=env, user=NOBODY, groups=(docker_gid,), timeout=300)
+        run = runner.gate("env", f"MARKER={marker}", f"CREDS={creds}", f"SHM_MARKER={shm_marker}", f"GPU_NODE={gpu}",
+                          "python3", "attack.py")
         Path("/dev/shm", shm_marker).unlink()
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         records = base / "host"  # the runner user's own folder ($RUNNER_TEMP)
@@ -586,5 +605,34 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
         _git(trusted, "status")
         assert not marker.exists()
     finally:
+        subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.container
+@pytest.mark.xdist_group("docker")
+def test_a_cancelled_job_leaves_no_container_on_the_gpu():
+    """Symptom: a cancel or timeout kills the step's shell, but the daemon keeps the container (and the
+    code under test on the GPUs) running past the job. Fix: the containers carry a label, and an
+    always() step runs `mi300x-container.sh stop`."""
+    base = _shared_temp()
+    try:
+        runner = RealRunner(base, {"slow.py": "import time\ntime.sleep(600)\n"})
+        step = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={runner.docker_gid}",
+                                 *runner.argv("python3", "slow.py")], env={**os.environ, **runner.env},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not _labelled_containers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _labelled_containers(), "the gate's container never started"
+        step.kill()  # the runner's last signal to a cancelled step
+        step.wait(timeout=30)
+        time.sleep(1)
+        assert _labelled_containers(), "the container went with the step: the stop step would prove nothing"
+        stop = _run("bash", runner.script, "stop", env=runner.env, user=NOBODY, groups=(runner.docker_gid,))
+        assert stop.returncode == 0 and not _labelled_containers(), stop.stderr
+    finally:
+        for container in _labelled_containers():
+            _run("docker", "rm", "-f", container)
         subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
