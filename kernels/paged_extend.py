@@ -52,7 +52,7 @@ INDEX = "int32"
 # prefix_off_by_one (the end-to-end tier): after a cached prefix, each new token is placed one
 # position late, so it also sees the key after its own.
 # Races on the asynchronous paths, which compute-sanitizer does not see (the stress tier,
-# suite/test_stress.py). In the producer-warpgroup path (gather_warpgroup):
+# suite/stress/test_stress.py). In the producer-warpgroup path (gather_warpgroup):
 #   v_read_before_ready      P@V reads a V stage without waiting on its ready barrier;
 #   k_stage_released_early   a K stage is released (k_free) before Q@K^T has read it.
 # In the register-prefetch path (prefetch_kv):
@@ -64,7 +64,7 @@ PREFETCH_DEFECTS = ("prefetch_overwrites_tile_in_use",)
 EXTEND_DEFECTS = ("prefix_off_by_one", *WARPGROUP_DEFECTS, *PREFETCH_DEFECTS)
 # TileLang places every shared-memory barrier; the prefetch defect's build turns that off and the
 # kernel places them itself, all but the one the defect is about. On CUDA builds that gives the
-# healthy build's barriers less the loop-top one (suite/test_stress_defects.py lowers both for sm90);
+# healthy build's barriers less the loop-top one (suite/compile/test_planted_races_lower.py lowers both for sm90);
 # HIP builds place theirs differently (one before each cross-wave reduction), so there it is a
 # different, wider race.
 DEFECT_PASS_CONFIGS = {"prefetch_overwrites_tile_in_use": {"tl.disable_thread_storage_sync": True}}

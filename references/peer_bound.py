@@ -1,5 +1,5 @@
 """A serving backend judged against FP32 relative to a peer: SGLang's own same-precision backend
-on the same prompts, in the same run (suite/test_sglang_gpu.py).
+on the same prompts, in the same run (suite/e2e/test_sglang_gpu.py).
 
 Per prompt the backend under test must agree with the FP32 greedy run (references/agreement.py's
 criterion) and, where the prompt has one, give the right answer; and its logprobs may move from

@@ -1,4 +1,4 @@
-"""A small evaluator of GitHub Actions expressions, for suite/test_workflow_trust.py: the subset
+"""A small evaluator of GitHub Actions expressions, for suite/library/test_workflow_trust.py: the subset
 the workflows' job conditions use, with GitHub's documented semantics
 (docs.github.com/actions/reference/evaluate-expressions-in-workflows-and-actions):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real container runtime for the runner-boundary tests (suite/test_runner_boundary.py, marker
+# A real container runtime for the runner-boundary tests (suite/library/test_runner_boundary.py, marker
 # container): Debian's docker.io with its daemon running, the test image (scripts/test-container-image.sh)
 # and the wheels of scripts/mi300x-wheels.txt, downloaded by hash into .cache/mi300x-wheels as the
 # MI300X job's wheels step takes them. Safe to run again: what is there stays.

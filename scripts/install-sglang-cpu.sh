@@ -42,7 +42,7 @@ if ! "$py" -c "import sglang, torch; assert sglang.__version__ == '0.5.23' and t
         pyyaml regex tqdm packaging numpy scipy sentencepiece tiktoken gguf blobfile dill \
         IPython python-dateutil watchfiles
 fi
-# SGLang's own TileLang kernels (suite/test_foreign_kernels_venv.py): its pinned TileLang (0.1.12, with
+# SGLang's own TileLang kernels (suite/foreign/test_foreign_kernels_venv.py): its pinned TileLang (0.1.12, with
 # its apache-tvm-ffi pin) and pytest in this venv; the gate's TileLang 0.1.15 (and the tvm-ffi it
 # takes) as an overlay folder that the harness puts first on PYTHONPATH (tilegate/harness/sglang/foreign_venv.py).
 if ! "$py" -c "import tilelang, pytest, xdist; assert tilelang.__version__ == '0.1.12'" 2>/dev/null; then
@@ -60,6 +60,6 @@ pip_install --no-deps -e . -e ./testing
 from importlib.metadata import entry_points
 import sglang, torch
 names = [ep.value for ep in entry_points(group="sglang.srt.plugins")]
-assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang.plugin:register"} <= set(names), names
+assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang.registration:register"} <= set(names), names
 print(f"SGLang {sglang.__version__} (torch {torch.__version__}) ready; sglang.srt.plugins: {names}")
 PY

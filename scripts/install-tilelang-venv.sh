@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A venv with the other supported TileLang (0.1.12, the version SGLang 0.5.23 pins) for the gate's
-# compile + ISA tiers: suite/test_compat_tilelang.py runs them there in a subprocess, so one
+# compile + ISA tiers: suite/compat/test_compat_tilelang.py runs them there in a subprocess, so one
 # `pytest` checks both versions. Holds CPU torch 2.13.0 (TileLang imports torch; lowering and the
 # gfx942 cross build need no GPU), pytest, pytest-xdist, and this checkout (editable, --no-deps).
 # Safe to run again: a venv that already has this TileLang is only refreshed for this checkout.

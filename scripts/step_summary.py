@@ -14,9 +14,9 @@ TITLE (default $TILEGATE_SUMMARY_TITLE, else the job's name) heads it. Never fai
 a summary.
 
 Stdlib only, so it runs in an `if: always()` step even when set-up failed: it puts its own
-checkout's root first on sys.path and imports tilegate.records (the records' types) and
-tilegate.render (every rendering of them, the terminal summary's too), which import nothing
-but the standard library (suite/test_step_summary.py runs it with no site-packages).
+checkout's root first on sys.path and imports tilegate.artifacts.records (the records' types) and
+tilegate.artifacts.render (every rendering of them, the terminal summary's too), which import nothing
+but the standard library (suite/library/test_step_summary.py runs it with no site-packages).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's tilegate, installed or not
-from tilegate import render
-from tilegate.records import (
+from tilegate.artifacts import render
+from tilegate.artifacts.records import (
     COUNTERS_DIR,
     ERROR,
     PERF_DIR,
@@ -47,7 +47,7 @@ TL012 = venv_run_dir("0.1.12")  # tilegate/harness/tilelang_venv.py's run, under
 
 def markdown_tables(root: Path, folder: str, title: str, shown: str = "") -> list[str]:
     """perf/*.md and counters/*.md are the tiers' own tables (tilegate/harness/perf/driver.py
-    table(), suite/test_counters.py): shown as written, as text in a code block (the code under test
+    table(), suite/counters/test_counters.py): shown as written, as text in a code block (the code under test
     wrote them: rendered, they could say anything), with the chart beside one where there is one."""
     lines = []
     for md in plain_files(root / folder, "*.md"):
@@ -70,7 +70,7 @@ def sanitize_section(root: Path) -> list[str]:
 
 
 def tl012_section(root: Path) -> list[str]:
-    """The compile + ISA tiers under TileLang 0.1.12 (suite/test_compat_tilelang.py's nested run)."""
+    """The compile + ISA tiers under TileLang 0.1.12 (suite/compat/test_compat_tilelang.py's nested run)."""
     sub = root / TL012
     junit = sub / "junit.xml"
     if sub.is_symlink() or not sub.is_dir():

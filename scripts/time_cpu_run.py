@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tilegate.records import read_junit
+from tilegate.artifacts.records import read_junit
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -69,7 +69,7 @@ def run_once(cmd: list[str], env: dict) -> tuple[float, float, str, int]:
 
 
 def counts(junit: Path) -> str:
-    """The run's outcomes by kind, from its JUnit XML (tilegate.records), as "536 passed, 798 skipped"."""
+    """The run's outcomes by kind, from its JUnit XML (tilegate.artifacts.records), as "536 passed, 798 skipped"."""
     if not junit.exists():
         return "no JUnit XML"
     kinds = Counter(o.kind for o in read_junit(junit))

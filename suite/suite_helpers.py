@@ -16,12 +16,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tilegate.artifacts.writer import record_numerics
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
-from tilegate.report import record_numerics
 from tilegate.runtime import flash_attention
 from tilegate.testing.precompile import kind_builds
 

@@ -7,7 +7,7 @@ checkout, the links ``tilegate/kernels`` -> ``../kernels`` (and the other two) d
 editable installs and plain ``PYTHONPATH`` runs. The folders carry no ``__init__.py`` on purpose:
 a checkout on ``sys.path`` then never shadows Hugging Face's ``kernels``, which SGLang imports.
 
-Layers, each importing only those before it (suite/test_layers.py enforces it):
+Layers, each importing only those before it (suite/library/test_import_layers.py enforces it):
   tilegate.kernels, tilegate.references   TileLang factories and configs; pure torch
   tilegate (this folder)                  toolchain, lowering, code objects, ISA, runtime, reports
   tilegate.serving                        launchers, SGLang backend and plugin, transformers attention

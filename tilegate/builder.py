@@ -24,9 +24,9 @@ from typing import Any, Protocol
 import tilelang
 
 from tilegate import lowering
-from tilegate.codeobj import CACHE_FORMAT, CodeObject, atomic_write, build_code_object, warn_discarded
-from tilegate.isa import IsaReport, read_code_object
-from tilegate.toolchain import find_toolchain
+from tilegate.gfx942.code_object import CACHE_FORMAT, CodeObject, atomic_write, build_code_object, warn_discarded
+from tilegate.gfx942.isa import IsaReading, read_code_object
+from tilegate.gfx942.toolchain import find_toolchain
 
 
 class Buildable(Protocol):
@@ -121,5 +121,5 @@ class KernelBuilder:
             self._objects[case] = build_code_object(self.lowered(case).source, find_toolchain(), self.cache_dir)
         return self._objects[case]
 
-    def isa_report(self, case: Buildable) -> IsaReport:
+    def isa_reading(self, case: Buildable) -> IsaReading:
         return read_code_object(self.code_object(case), self.lowered(case).lds_bytes, case.threads)

@@ -6,7 +6,7 @@
 
 Both lower the same kernel programs for gfx942 through the same API (T.dynamic, the
 dyn_shared_memory_buf attribute, Target({"kind": "hip", "mcpu": "gfx942"})); 0.1.12's HIP
-templates also need tilelang/3rdparty/composable_kernel/include (tilegate.toolchain adds it).
+templates also need tilelang/3rdparty/composable_kernel/include (tilegate.gfx942.toolchain adds it).
 The code they emit differs (VGPRs, LDS after buffer reuse), so golden ISA snapshots are kept per
 TileLang version: suite/golden/gfx942/<toolchain>/tilelang-<version>/.
 

@@ -1,7 +1,7 @@
 """What the gate found in SGLang 0.5.23's TileLang kernels for MI300X, as strict expected failures
 (each turns red once SGLang fixes it, when the build breaks anything else, or when it gets worse
 than the finding's ``worst`` figures: the highest measured under TileLang 0.1.12 and 0.1.15). Figures:
-gfx942, Debian's clang 19 with the wave size pinned to 64 (tilegate/toolchain.py CROSS_WAVE_SIZE_FLAGS:
+gfx942, Debian's clang 19 with the wave size pinned to 64 (tilegate/gfx942/toolchain.py CROSS_WAVE_SIZE_FLAGS:
 the register and scratch figures moved by up to 2% when it was). docs/foreign-kernels.md has the reports."""
 
 from tilegate.foreign import Finding, params

@@ -1,5 +1,5 @@
 """The gate's tiers for kernels it did not write: a test module, collected from the gate's suite
-(suite/test_foreign_kernels.py) and added by the plugin to the run of any project that names
+(suite/foreign/test_foreign_kernels.py) and added by the plugin to the run of any project that names
 foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``, ``tilegate_kernels``).
 
   provenance    the package and version (or file) are there, the factory is, the source's sha256
@@ -24,15 +24,15 @@ import sys
 import pytest
 import torch
 
+from tilegate.artifacts.records import ForeignRecord
+from tilegate.artifacts.writer import record_numerics, write, write_isa_artifacts
 from tilegate.foreign import gpu
 from tilegate.foreign.case import ForeignCase, cases
 from tilegate.foreign.child import child_cases
 from tilegate.foreign.discover import discover, origin_of
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.foreign.verdicts import KnownFinding, isa_metrics, judge_build, judge_case, lowering_finding, over_budget
-from tilegate.isa_checks import check_all, check_lds_read_width, check_min_waves
-from tilegate.records import ForeignRecord
-from tilegate.report import record_numerics, write, write_isa_artifacts
+from tilegate.gfx942.isa_checks import check_all, check_lds_read_width, check_min_waves
 
 TARGET = "gfx942"
 # The gate's axes: what its families and ISA rules can judge. Values a kernel leaves out are named skips.
@@ -131,7 +131,7 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
     findings = kernel.findings_for(case.problem, case.cfg)
     if over := over_budget(case):
         judge_build(kernel, findings, over, isa_metrics(case, None))
-    report = builder.isa_report(case)
+    report = builder.isa_reading(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     isa = kernel.isa
     broken = check_all(report, isa.mfma_input or "", uses_mfma=isa.mfma_input is not None,

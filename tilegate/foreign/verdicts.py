@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.spec import Finding, ForeignKernel
-from tilegate.isa import LDS_PER_CU, IsaReport
-from tilegate.isa_checks import NARROW_LDS_READS, Violation, describe, rules_broken
+from tilegate.gfx942.isa import LDS_PER_CU, IsaReading
+from tilegate.gfx942.isa_checks import NARROW_LDS_READS, Violation, describe, rules_broken
 
 AT_LEAST = {"waves_per_simd"}  # lower is worse; every other metric: higher is worse
 
@@ -29,7 +29,7 @@ def over_budget(case: ForeignCase) -> list[Violation]:
                                     "(it cannot launch on MI300X)")]
 
 
-def isa_metrics(case: ForeignCase, report: IsaReport | None) -> dict[str, float]:
+def isa_metrics(case: ForeignCase, report: IsaReading | None) -> dict[str, float]:
     """The figures a finding's ``worst`` may bound; a build that was not compiled has its estimate only."""
     found: dict[str, float] = {"lds_estimate": case.lds_estimate}
     if report is not None:

@@ -1,4 +1,4 @@
-"""The stress tier's engine (suite/test_stress.py): one launch repeated on the same inputs, each
+"""The stress tier's engine (suite/stress/test_stress.py): one launch repeated on the same inputs, each
 output compared bit for bit with the first, alone and then with a second stream of copies
 competing for the GPU.
 

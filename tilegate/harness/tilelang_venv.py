@@ -6,7 +6,7 @@ are, this environment's pytest says (it has every dependency the suite imports; 
 TileLang, torch and pytest only, so a module that imports yaml, SGLang or transformers must not be
 collected there). The smoke scope keeps, of those tests, the ones of the smoke cases: this module
 is the child's plugin (``-p``) for that and for listing the modules. The child's JUnit XML comes
-back as a TierResult of tilegate.records Outcomes.
+back as a TierResult of tilegate.artifacts.records Outcomes.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tilegate.artifacts.records import ERROR, FAILED, PASSED, SKIPPED, Outcome, read_junit
 from tilegate.paths import REPO_ROOT
-from tilegate.records import ERROR, FAILED, PASSED, SKIPPED, Outcome, read_junit
 from tilegate.tilelang_versions import venv_python
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def run_tiers(version: str, artifacts: Path, cache: Path, *, update_golden: bool
     smoke cases' tests on one process, or with SCOPE full or ``update_golden`` (which re-records
     every snapshot of ``version``) all of them on two xdist workers."""
     full = SCOPE == "full" or update_golden
-    # SGLang's kernels under 0.1.12 are .venv-sglang's run (suite/test_foreign_kernels_venv.py): this
+    # SGLang's kernels under 0.1.12 are .venv-sglang's run (suite/foreign/test_foreign_kernels_venv.py): this
     # venv has no SGLang, so their tiers would only skip here
     select = ["-n", "2", "-k", "not test_foreign"] if full else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
     args = [f"--tilegate-cache={cache}", *(["--update-golden", f"--golden-reason={golden_reason or ''}"] if update_golden

@@ -26,7 +26,7 @@ try:
     from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 except ImportError:
     # The gate's own environment has no SGLang (it lives in .venv-sglang): there the adapter is
-    # unit-tested with hand-built pools (suite/test_sglang_backend.py). SGLang can only ever
+    # unit-tested with hand-built pools (suite/serving/test_sglang_backend.py). SGLang can only ever
     # construct this class where it imports, so there the real base class is used.
     AttentionBackend = object
 

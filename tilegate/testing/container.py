@@ -1,5 +1,5 @@
 """The real container runtime the boundary tests run the MI300X job's container script under
-(suite/test_runner_boundary.py): a docker daemon, and a small Debian image standing in for the
+(suite/library/test_runner_boundary.py): a docker daemon, and a small Debian image standing in for the
 pinned ROCm one (scripts/test-container-image.sh; scripts/install-container-runtime.sh sets both up)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The foreign-kernel tiers (tilegate.foreign.tiers) in a run: the options that name kernels, and,
 in a project other than the gate's checkout, the tiers' module added to what pytest collected.
 
-The gate's own suite collects that module through suite/test_foreign_kernels.py. A kernel
+The gate's own suite collects that module through suite/foreign/test_foreign_kernels.py. A kernel
 repository has no such file: when its run names foreign kernels (entry points of the
 ``tilegate.kernels`` group, ``--tilegate-kernels`` or the ``tilegate_kernels`` ini list), the plugin
 collects the installed module itself, before ``-m`` and ``-k`` select, so plain ``pytest`` runs

@@ -1,4 +1,5 @@
-"""The gate's markers, registered by the plugin (``--strict-markers`` refuses any other)."""
+"""The gate's markers, registered by the plugin (``--strict-markers`` refuses any other). A tier's
+marker is its suite folder's (tilegate/testing/tiers.py)."""
 
 MARKERS = (
     'compile: lowers kernels with TileLang (CPU)',
@@ -7,6 +8,10 @@ MARKERS = (
     'drift: error growth with sequence length, fp16 accumulation (GPU)',
     'decode: paged decode kernels (GPU)',
     'e2e: end-to-end token agreement (SGLang / transformers)',
+    "serving: the SGLang tilelang backend's adapter and contract (suite/serving/)",
+    'foreign: the foreign-kernel tiers: kernels from other packages through an adapter (suite/foreign/)',
+    "library: the gate's own machinery: references, ISA readers, records, CI scripts, the runner boundary "
+    '(suite/library/)',
     "sglang: runs SGLang's real engine: on the CPU from .venv-sglang (scripts/install-sglang-cpu.sh); "
     "with gpu, SGLang's GPU build in this python",
     'tilelang_venv(version): runs the compile + ISA tiers under another TileLang from its venv (scripts/install-tilelang-venv.sh)',

@@ -10,7 +10,7 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1), so a read past a tensor's end leaves its allo
 
 ``--plain-stores`` builds with TileLang's TMA lowering off: on Hopper the output tile then leaves
 shared memory through ordinary stores instead of a bulk tensor store (``tl::tma_store``), which
-initcheck does not see (suite/test_sanitize.py proves it). Loads are built as in production.
+initcheck does not see (suite/sanitize/test_sanitize.py proves it). Loads are built as in production.
 """
 
 from __future__ import annotations

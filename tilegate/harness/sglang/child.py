@@ -30,7 +30,7 @@ from pathlib import Path
 from tilegate.harness.sglang import broken as broken_engines
 from tilegate.harness.sglang import long_context as long_context_phase
 from tilegate.harness.sglang import protocol as proto
-from tilegate.harness.sglang.markers import read_markers
+from tilegate.harness.sglang.observations import read_markers
 from tilegate.harness.sglang.reference import fp32_reference
 from tilegate.harness.sglang.serve import CPU_ENGINE_DEFAULTS, Request, engine, model_path, serve
 
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
     one's reaches SGLang's radix cache: an extend over a cached prefix. "reference" adds the FP32
     transformers run of the same prompt ids (before the engines, so on a GPU it has the memory to
     itself). Backend "default": SGLang's own choice for the platform; the tilelang-reference names
-    are the instrumented plugin's (tilegate.harness.sglang.plugin and .instrumented). Each broken model is
+    are the instrumented plugin's (tilegate.harness.sglang.registration and .instrumented). Each broken model is
     started in a process of its own (tilegate.harness.sglang.broken), launched first and collected
     after the good engines, so that its start-up overlaps theirs. "long_context" runs last, with
     markers of its own (tilegate.harness.sglang.long_context), so the first phase's records read as

@@ -104,7 +104,7 @@ class EngineRun:
 
 
 class EngineRuns:
-    """A pytest run's CPU children by name (tilegate.testing.fixtures: the name is the fixture that
+    """A pytest run's CPU children by name (tilegate.testing.pytest_fixtures: the name is the fixture that
     reads it), started and stopped together. ``start`` takes the names the selected tests read."""
 
     def __init__(self, runs: dict[str, EngineRun]):

@@ -5,7 +5,7 @@ dependencies; the gate's environment has neither), under either TileLang the gat
   0.1.15  the gate's: an overlay folder (pip --target, scripts/install-sglang-cpu.sh) put first on
           PYTHONPATH, so the same SGLang and torch import the other TileLang
 
-The child is plain pytest in that venv over suite/test_foreign_kernels.py, ``-m "compile or isa"``;
+The child is plain pytest in that venv over suite/foreign/test_foreign_kernels.py, ``-m "compile or isa"``;
 its JUnit XML comes back as a tilelang_venv.TierResult.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from tilegate.harness.sglang.protocol import VENV, venv_python
 from tilegate.harness.tilelang_venv import TIERS, TierResult, run_child_pytest
 
-MODULE = "suite/test_foreign_kernels.py"
+MODULE = "suite/foreign/test_foreign_kernels.py"
 OVERLAYS = {"0.1.15": VENV / "tilelang-0.1.15"}  # version -> folder; 0.1.12 is the venv's own
 
 

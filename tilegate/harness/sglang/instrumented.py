@@ -1,4 +1,4 @@
-"""The backends of the gate's instrumented SGLang plugin (tilegate.harness.sglang.plugin, entry
+"""The backends of the gate's instrumented SGLang plugin (tilegate.harness.sglang.registration, entry
 point ``tilelang-harness``): test-only, imported when SGLang builds one of the backends the plugin
 registers (its docstring lists them). Each observes the production backend: a marker for every
 process it registers in, every backend built and every batch served (``batch`` records: what the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tilegate.harness.sglang.plugin import KERNEL_BUGS, marker
+from tilegate.harness.sglang.observations import marker
+from tilegate.harness.sglang.planted import KERNEL_BUGS
 from tilegate.serving import sglang_plugin
 from tilegate.serving.sglang_backend import KernelOps, TileLangAttnBackend
 
@@ -44,7 +45,9 @@ class PlantedKernelOps:
 
     def __init__(self, bug: str):
         self._ops = KernelOps()
-        self.scale_factor, self.decode_len_shift, self.extend_defect, self.combine_defect = KERNEL_BUGS[bug]
+        planted = KERNEL_BUGS[bug]
+        self.scale_factor, self.decode_len_shift = planted.scale_factor, planted.decode_len_shift
+        self.extend_defect, self.combine_defect = planted.extend_defect, planted.combine_defect
 
     def extend(self, meta, q, k_pool, v_pool, scale):
         return self._ops.extend(meta, q, k_pool, v_pool, scale * self.scale_factor, defect=self.extend_defect)

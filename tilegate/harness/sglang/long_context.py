@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tilegate.harness.sglang.markers import read_markers, use_marker_dir
+from tilegate.harness.sglang.observations import read_markers, use_marker_dir
 from tilegate.harness.sglang.reference import fp32_reference
 from tilegate.harness.sglang.serve import Request, model_path, serve
 

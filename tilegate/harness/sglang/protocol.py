@@ -21,7 +21,7 @@ from tilegate.paths import REPO_ROOT
 SPEC, RESULT, EXIT_CODE, LOG = "spec.json", "result.json", "exit-code", "child.log"
 MARKERS, STARTED, START_LOCK = "markers", "started", "start.lock"
 
-# Set in the child's environment: the instrumented plugin (tilegate.harness.sglang.plugin)
+# Set in the child's environment: the instrumented plugin (tilegate.harness.sglang.registration)
 # acts only when MARKER_DIR_ENV names a folder, and SGLANG_PLUGINS lets only it load.
 MARKER_DIR_ENV = "TILEGATE_SGLANG_MARKER_DIR"
 HARNESS_PLUGIN = "tilelang-harness"

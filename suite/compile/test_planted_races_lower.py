@@ -1,0 +1,112 @@
+"""The stress tier's parts that need no GPU: each planted race is the healthy kernel less the one
+synchronisation it names (both lowered for sm90 here), each asynchronous path shows in the CUDA
+source it is looked for in, the bitwise comparison counts what differs, and which configs have
+asynchronous paths."""
+
+import difflib
+import functools
+
+import pytest
+import torch
+
+from tilegate.harness.stress import cuda_source_shows, repeat_bitwise
+from tilegate.kernels.configs import (
+    CONFIG_TABLES,
+    DECODE_TABLES,
+    EXTEND_TABLES,
+    PRODUCER_WARPGROUP,
+    REGISTER_PREFETCH,
+    TMA_PIPELINE,
+    asynchronous_paths,
+    configs_for,
+)
+from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.paged_extend import paged_extend
+from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.registry import planted_pass_configs
+from tilegate.lowering import lower
+from tilegate.runtime import TARGET_PASS_CONFIGS
+
+SHAPE = AttentionShape(32, 8, 128, True, "float16")
+
+
+def _config(target: str, name: str):
+    return next(c for c in configs_for(target, 128, EXTEND_TABLES) if c.name == name)
+
+
+@functools.cache
+def _cuda_source(factory, cfg, defect=None) -> str:
+    """The sm90 source, with the pass configs a launch on the H200 would get (the planted ones from the registry)."""
+    passes = {**TARGET_PASS_CONFIGS["sm90"], **planted_pass_configs(factory, defect)}
+    options = {"defect": defect} if defect else {}
+    return lower(factory(SHAPE, cfg, **options), "sm90", passes)[0]
+
+
+def _cuda_lines(cfg, defect=None) -> list[str]:
+    return [line.strip() for line in _cuda_source(paged_extend, cfg, defect).splitlines()]
+
+
+def _changes(healthy: list[str], planted: list[str]) -> tuple[list[str], list[str]]:
+    diff = list(difflib.ndiff(healthy, planted))
+    return [d[2:] for d in diff if d.startswith("- ")], [d[2:] for d in diff if d.startswith("+ ")]
+
+
+def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisation():
+    cfg = _config("sm90", "m192n128w12-ws")
+    healthy = _cuda_lines(cfg)
+    removed, added = _changes(healthy, _cuda_lines(cfg, "v_read_before_ready"))
+    assert (len(removed), added) == (1, []) and "v_ready[" in removed[0] and ".wait(" in removed[0], (removed, added)
+    # the early release: the same lines, the k_free arrive moved above the Q@K^T wgmma
+    planted = _cuda_lines(cfg, "k_stage_released_early")
+    assert sorted(planted) == sorted(healthy)
+    arrive = next(line for line in healthy if line.startswith("k_free[") and line.endswith(".arrive();"))
+    first_wgmma = next(i for i, line in enumerate(healthy) if "wgmma_ss" in line)
+    assert healthy.index(arrive) > first_wgmma and planted.index(arrive) < first_wgmma
+
+
+@pytest.mark.parametrize("target, name", [("sm90", "m128n128w8-pf"), ("gfx942", "m128n64w4")])
+def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, name):
+    cfg = _config(target, name)
+    healthy = _cuda_lines(cfg)
+    planted = _cuda_lines(cfg, "prefetch_overwrites_tile_in_use")
+    removed, added = _changes(healthy, planted)
+    assert (removed, added) == (["__syncthreads();"], []), (removed, added)
+    loop = next(i for i, line in enumerate(healthy) if line.startswith("for (int kb = 0;"))
+    assert healthy[loop + 1] == "__syncthreads();" and planted[loop + 1] != "__syncthreads();"
+
+
+def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other():
+    sources = {TMA_PIPELINE: _cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
+               PRODUCER_WARPGROUP: _cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
+               REGISTER_PREFETCH: _cuda_source(paged_extend, _config("sm90", "m128n128w8-pf"))}
+    for built, source in sources.items():
+        assert [p for p in sources if cuda_source_shows(p, source)] == [built], built
+
+
+def test_a_planted_race_needs_its_path():
+    with pytest.raises(ValueError, match="producer-warpgroup path: config m128n128w8-pf has none"):
+        paged_extend(SHAPE, _config("sm90", "m128n128w8-pf"), defect="v_read_before_ready")
+    with pytest.raises(ValueError, match="register-prefetch path: config m192n128w12-ws has none"):
+        paged_extend(SHAPE, _config("sm90", "m192n128w12-ws"), defect="prefetch_overwrites_tile_in_use")
+
+
+def test_asynchronous_paths_by_config_and_build_target():
+    sm90_prefill = configs_for("sm90", 128, CONFIG_TABLES)
+    assert all(asynchronous_paths("flash_fwd", c, "sm90") == (TMA_PIPELINE,) for c in sm90_prefill)
+    assert asynchronous_paths("extend", _config("sm90", "m192n128w12-ws"), "sm90") == (PRODUCER_WARPGROUP,)
+    for kernel, tables in (("flash_fwd", CONFIG_TABLES), ("extend", EXTEND_TABLES), ("decode", DECODE_TABLES)):
+        for built_for in ("gfx942", "sm90"):  # gfx942's programs run lowered for sm90 on the H200
+            assert all(asynchronous_paths(kernel, c, built_for) == (REGISTER_PREFETCH,)
+                       for c in configs_for("gfx942", 128, tables))
+
+
+def test_repeat_bitwise_counts_every_repeat_that_differs_in_any_bit():
+    first = torch.tensor([1.0, float("nan"), 0.0], dtype=torch.float16)
+    outputs = {3: torch.tensor([1.0, float("nan"), -0.0], dtype=torch.float16),  # -0 is another bit pattern
+               7: torch.tensor([1.0009765625, 2.0, 0.0], dtype=torch.float16)}  # one ulp, and the NaN replaced
+    calls = iter(range(10))
+    result = repeat_bitwise(lambda: outputs.get(next(calls), first.clone()), first, 10)
+    assert (result.repeats, result.differing, result.most_elements_differing) == (10, 2, 2)
+    assert repeat_bitwise(lambda: first.clone(), first, 5).differing == 0  # NaN with the same bits equals itself
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        repeat_bitwise(lambda: first, first, 0)

@@ -1,0 +1,67 @@
+"""Hardware-counter tier (opt-in: -m counters): shared-memory bank conflicts, achieved occupancy and,
+for decode, DRAM throughput per kernel x config, judged against the device's committed baseline
+(suite/baselines/counters/<device>.json; record one with --update-counter-baseline).
+
+NVIDIA: ncu. MI300X: rocprofv3 (SQ_LDS_BANK_CONFLICT per LDS instruction, waves, fetched bytes).
+The table goes to artifacts/counters/<family>.md and .json.
+"""
+
+import json
+
+import pytest
+
+from tilegate.artifacts.writer import COUNTERS_DIR
+from tilegate.harness.counters import driver as counters
+from tilegate.harness.counters.child import FAMILIES
+
+pytestmark = pytest.mark.deadline(1200)
+
+
+def _judge(request, platform, launches, artifacts_dir, family):
+    out = artifacts_dir / COUNTERS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{family}.md").write_text("\n".join(counters.table(launches)) + "\n")
+    (out / f"{family}.json").write_text(json.dumps([vars(launch) for launch in launches], indent=1))
+    print("\n".join(counters.table(launches)))
+    assert launches, f"no {family} launch was profiled"
+    device = platform.device_name or platform.describe()
+    if request.config.getoption("--update-counter-baseline"):
+        print(f"baseline recorded: {counters.update_baseline(device, launches)}")
+        return
+    baseline = counters.load_baseline(device)
+    if baseline is None:
+        pytest.skip(f"no counter baseline for {device}: table in {out}; record one with --update-counter-baseline")
+    missing = [launch.key for launch in launches if launch.key not in baseline["launches"]]
+    assert not missing, f"no baseline entry for {missing}: record them with --update-counter-baseline"
+    problems = {launch.key: found for launch in launches
+                if (found := counters.regressions(launch, baseline["launches"][launch.key]))}
+    assert not problems, f"counters regressed against {device}'s baseline: {problems}"
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_ncu_counters_within_baseline(request, platform, artifacts_dir, family):
+    try:
+        launches = counters.run_ncu(family, artifacts_dir / COUNTERS_DIR / f"ncu-{family}.log")
+    except counters.CountersNotReadable as exc:
+        pytest.skip(str(exc))
+    _judge(request, platform, launches, artifacts_dir, family)
+
+
+@pytest.mark.rocm
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_rocprof_counters_within_baseline(request, platform, artifacts_dir, family):
+    launches = counters.run_rocprof(family, artifacts_dir / COUNTERS_DIR / f"rocprof-{family}")
+    _judge(request, platform, launches, artifacts_dir, family)
+
+
+# The parsing and judging, on the CPU.
+
+
+
+
+
+
+

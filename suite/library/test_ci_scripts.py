@@ -1,0 +1,87 @@
+"""The MI300X job's own scripts, run here as the workflow runs them: the GPU-idle check and the
+per-trust-level compile caches (the container, the export and the records: test_runner_boundary.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tilegate.paths import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+
+
+def _run(*cmd, env=None, cwd=None):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=60, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+def test_gpu_idle_passes_an_idle_gpu_and_names_every_process_holding_one(tmp_path):
+    kfd = tmp_path / "proc"
+    kfd.mkdir()
+    assert _run(sys.executable, SCRIPTS / "gpu_idle.py", "--kfd-proc", kfd).returncode == 0
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (kfd / str(holder.pid)).mkdir()
+        out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--when", "after", "--kfd-proc", kfd)
+    finally:
+        holder.kill()
+    assert out.returncode == 1 and f"pid {holder.pid}: {sys.executable} -c" in out.stderr and "after the gate" in out.stderr
+
+
+def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
+    out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--kfd-proc", tmp_path / "absent")
+    assert out.returncode == 1 and "no ROCm (amdgpu/KFD) driver" in out.stderr
+
+
+def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_RUN_ID": "42"}
+    main = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "main", env=env).stdout.strip()
+    (tmp_path / "home/.cache/tilegate/main/entry").write_text("built on main")
+    pr = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "pr", env=env).stdout.strip()
+    assert main != pr and (tmp_path / pr / "entry").read_text() == "built on main"
+    (tmp_path / pr / "entry").write_text("written by a pull request")
+    (tmp_path / pr / "planted").write_text("a poisoned code object")
+    assert (tmp_path / main / "entry").read_text() == "built on main" and not (tmp_path / main / "planted").exists()
+    assert _run("bash", SCRIPTS / "mi300x-cache.sh", "cleanup", "pr", env=env).returncode == 0
+    assert not (tmp_path / pr).exists() and (tmp_path / main).is_dir()
+
+
+# pytest-split's two groups and the whole, collected in one process (the three collections import
+# torch and TileLang once, not three times): each collection's selected node ids, as JSON
+_COLLECT_SHARDS = """
+import json, sys
+from pathlib import Path
+
+import pytest
+
+
+class Selected:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+
+def collect(*options):
+    selected = Selected()
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *options, *sys.argv[3:]],
+                       plugins=[selected])
+    assert code == 0, f"collection exited {code}"
+    return selected.ids
+
+
+split = ("--splits", "2", "--durations-path", sys.argv[2])
+Path(sys.argv[1]).write_text(json.dumps([collect(*split, "--group", "1"), collect(*split, "--group", "2"), collect()]))
+"""
+
+
+def test_the_shards_of_a_split_run_share_out_every_test_once(tmp_path):
+    """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
+    out = tmp_path / "shards.json"
+    proc = _run(sys.executable, "-c", _COLLECT_SHARDS, out, REPO_ROOT / ".test_durations",
+                "suite/e2e/test_sglang_gpu.py", "suite/numerics/test_cuda_graph.py", cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first, second, everything = (set(ids) for ids in json.loads(out.read_text()))
+    assert first and second and not first & second
+    assert first | second == everything

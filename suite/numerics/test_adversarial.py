@@ -1,0 +1,53 @@
+"""Adversarial inputs: each generator stresses one failure mode and has its own assertion."""
+
+import pytest
+import torch
+from suite_helpers import DEVICE, judged, with_configs
+
+from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits
+from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
+from tilegate.kernels.problem import AttentionShape
+from tilegate.references.attention import ref_attention_lowp
+from tilegate.references.metrics import judge
+
+pytestmark = [pytest.mark.gpu]
+
+
+def _cases(lengths=((127, 127), (3782, 3782), (1, 3782))):
+    return [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, dtype), q, k)
+            for dtype in ("float16", "bfloat16") for causal in (True, False) for q, k in lengths]
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_large_logits_stay_finite_and_accurate(case, cfg, artifacts_dir):
+    out, _, verdict = judged(case, cfg, *large_logits(case, DEVICE), artifacts_dir, "large_logits")
+    assert torch.isfinite(out).all()
+    assert verdict.passed, verdict.explain()
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
+    q, k, v = dominant_key(case, DEVICE)
+    out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "dominant_key")
+    v0 = v[:, 0].repeat_interleave(case.shape.groups, dim=1)  # [b, hq, d]
+    expected = v0[:, None].expand_as(out).float()
+    assert (ref - expected).abs().max() < 1e-6, "the generator no longer makes key 0 dominant"
+    torch.testing.assert_close(out.float(), expected, rtol=0, atol=torch.finfo(out.dtype).eps)
+    assert verdict.passed, verdict.explain()
+
+
+@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+def test_identical_keys_average_the_visible_values(case, cfg, artifacts_dir):
+    q, k, v = identical_keys(case, DEVICE)
+    out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "identical_keys")
+    # the mean of the values each query sees: keys 0..i+offset when causal (bottom-right), all otherwise
+    vf = v.float().repeat_interleave(case.shape.groups, dim=2)  # [b, sk, hq, d]
+    visible = torch.arange(case.seq_q, device=v.device) + (case.seq_k - case.seq_q) + 1 if case.shape.causal \
+        else torch.full((case.seq_q,), case.seq_k, device=v.device)
+    prefix_mean = vf.cumsum(dim=1) / torch.arange(1, case.seq_k + 1, device=v.device)[None, :, None, None]
+    expected = prefix_mean[:, visible - 1]  # [b, sq, hq, d]
+    assert (ref - expected).abs().max() < 1e-3, "the generator no longer makes the softmax uniform"
+    assert verdict.passed, verdict.explain()
+    # and the kernel against that mean directly, by the same rule as against the reference
+    to_mean = judge(out, expected, ref_attention_lowp(q, k, v, causal=case.shape.causal))
+    assert to_mean.passed, to_mean.explain()
