@@ -55,7 +55,7 @@ def alloc_softmax_state(rows: int, cols: int, head_dim: int, dtype: str, acc: st
     )
 
 
-def visibility_mask(rows: int, cols: int, causal: bool, skip_middle_block: bool = False):
+def visibility_mask(rows: int, cols: int, causal: bool, *, skip_middle_block: bool = False):
     """A macro writing 0 / -inf into ``scores`` [rows, cols] for key block ``kb``: key
     ``kb * cols + j`` is visible to row i when it is below ``n_keys`` and, ``causal``, at most
     ``first_row_key + i`` (the last key row 0 may see). ``skip_middle_block`` plants flash_fwd's
@@ -84,21 +84,27 @@ def reset_softmax_state(out_acc, row_sum, row_max):
     T.fill(row_max, -T.infinity(FP32))
 
 
-def qk_scores(scalar_gemm: bool, policy):
+def qk_scores(policy, *, scalar_loops: bool = False):
+    """A macro adding Q K^T to ``scores``: one matrix product, or (``scalar_loops``, flash_fwd's
+    scalar_gemm defect) plain loops that use no MFMA."""
+
     @T.macro
     def qk(q_tile, k_tile, scores):
-        if scalar_gemm:  # planted defect: no MFMA
-            for i, j in T.Parallel(scores.shape[0], scores.shape[1]):
-                for d in T.serial(q_tile.shape[1]):
-                    scores[i, j] += T.cast(q_tile[i, d], FP32) * T.cast(k_tile[j, d], FP32)
-        else:
-            T.gemm(q_tile, k_tile, scores, transpose_B=True, policy=policy)
+        T.gemm(q_tile, k_tile, scores, transpose_B=True, policy=policy)
 
-    return qk
+    @T.macro
+    def qk_by_loops(q_tile, k_tile, scores):
+        for i, j in T.Parallel(scores.shape[0], scores.shape[1]):
+            for d in T.serial(q_tile.shape[1]):
+                scores[i, j] += T.cast(q_tile[i, d], FP32) * T.cast(k_tile[j, d], FP32)
+
+    return qk_by_loops if scalar_loops else qk
 
 
-def softmax_update(scale_log2: float):
-    """Fold one block of ``scores`` into the running statistics; leaves P in ``scores``."""
+def softmax_update(scale_log2: float, *, extra_exp: bool = False):
+    """Fold one block of ``scores`` into the running statistics; leaves P in ``scores`` and
+    ``probs``. ``extra_exp`` (flash_fwd's defect of that name) passes P through exp2(log2(.)) once
+    more: the same values, two more transcendentals a score."""
 
     @T.macro
     def update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
@@ -116,7 +122,13 @@ def softmax_update(scale_log2: float):
             row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]
         T.copy(scores, probs)
 
-    return update
+    @T.macro
+    def update_with_extra_exp(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
+        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
+        for i, j in T.Parallel(probs.shape[0], probs.shape[1]):
+            probs[i, j] = T.cast(T.exp2(T.log2(T.cast(probs[i, j], FP32))), probs.dtype)
+
+    return update_with_extra_exp if extra_exp else update
 
 
 def alloc_v_tile(block_n: int, head_dim: int, dtype: str, transposed: bool):
@@ -149,10 +161,22 @@ def stage_v_tile(transposed: bool):
     return stage
 
 
-def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy, v_transposed: bool = False):
+def p_scratch(scalar_loops: bool = False):
+    """How a kernel allocates ``p_tile``, P's shared-memory copy: only accumulate_pv's
+    ``scalar_loops`` read one; otherwise there is none (None)."""
+    return T.alloc_shared if scalar_loops else _no_buffer
+
+
+def _no_buffer(shape, dtype):
+    return None
+
+
+def accumulate_pv(accum_dtype: str, policy, v_transposed: bool = False, *,
+                  scalar_loops: bool = False):
     """out_acc = out_acc * rescale + P V. ``block_out`` (fp32) is used only when accumulating
-    in fp16, ``p_tile`` (shared) only by the scalar-gemm defect; pass None otherwise.
-    ``v_transposed``: ``v_tile`` is [head_dim, block_n] (alloc_v_tile)."""
+    in fp16, ``p_tile`` (p_scratch) only by ``scalar_loops``; pass None otherwise.
+    ``v_transposed``: ``v_tile`` is [head_dim, block_n] (alloc_v_tile). ``scalar_loops``
+    (flash_fwd's scalar_gemm defect, fp32 accumulation): P V as plain loops, no MFMA."""
     acc16 = accum_dtype != FP32
 
     @T.macro
@@ -166,13 +190,17 @@ def accumulate_pv(accum_dtype: str, scalar_gemm: bool, policy, v_transposed: boo
         else:
             for i, j in T.Parallel(rows, dim):
                 out_acc[i, j] *= rescale[i]
-            if scalar_gemm:
-                T.copy(probs, p_tile)
-                for i, j in T.Parallel(rows, dim):
-                    for n in T.serial(probs.shape[1]):
-                        v = v_tile[j, n] if v_transposed else v_tile[n, j]
-                        out_acc[i, j] += T.cast(p_tile[i, n], FP32) * T.cast(v, FP32)
-            else:
-                T.gemm(probs, v_tile, out_acc, transpose_B=v_transposed, policy=policy)
+            T.gemm(probs, v_tile, out_acc, transpose_B=v_transposed, policy=policy)
 
-    return accumulate
+    @T.macro
+    def accumulate_by_loops(probs, v_tile, out_acc, rescale, block_out, p_tile):
+        rows, dim = out_acc.shape
+        for i, j in T.Parallel(rows, dim):
+            out_acc[i, j] *= rescale[i]
+        T.copy(probs, p_tile)
+        for i, j in T.Parallel(rows, dim):
+            for n in T.serial(probs.shape[1]):
+                v = v_tile[j, n] if v_transposed else v_tile[n, j]
+                out_acc[i, j] += T.cast(p_tile[i, n], FP32) * T.cast(v, FP32)
+
+    return accumulate_by_loops if scalar_loops and not acc16 else accumulate

@@ -10,6 +10,7 @@ log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32.
 import tilelang.language as T
 
 from tilegate.kernels.configs import DecodeConfig
+from tilegate.kernels.defects import CombineDefect, CombineKnobs, planted
 from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
@@ -34,9 +35,9 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     block_h, block_n, splits = cfg.block_h(shape), cfg.block_n, cfg.num_splits
     log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullCol  # 16 rows: split the key / head_dim columns across waves
-    qk = qk_scores(False, policy)
+    qk = qk_scores(policy)
     update = softmax_update(log2_scale)
-    accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
+    accumulate = accumulate_pv(FP32, policy, cfg.v_transposed)
     gather_v = gather_v_tile(cfg.v_transposed)
     stage_v = stage_v_tile(cfg.v_transposed)
 
@@ -114,17 +115,31 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
     return paged_decode_split_kernel
 
 
-# The combine step's planted defect (the end-to-end tier must catch it): the smallest split, the
-# last one holding keys (the context cut into ceil(ctx / splits)-key chunks), is left out.
-COMBINE_DEFECTS = ("drop_smallest_split",)
+def split_weighting(splits: int, *, drop_smallest_split: bool = False):
+    """A macro returning the weight the combination gives split ``s`` (of ``splits``), from its
+    softmax weight ``w``: ``w`` itself, or (drop_smallest_split) 0 for the last split that holds
+    keys. It returns a value, rather than folding the split in, so that no alloc_var crosses a
+    macro boundary (TileLang passes those by value)."""
+
+    @T.macro
+    def weight(w, LSE, b, h, s):
+        return w
+
+    @T.macro
+    def weight_unless_smallest(w, LSE, b, h, s):
+        last = (s == splits - 1) | (LSE[b, h, T.min(s + 1, splits - 1)] == -T.infinity(FP32))
+        return T.if_then_else(last & (LSE[b, h, s] > -T.infinity(FP32)), 0, w)
+
+    return weight_unless_smallest if drop_smallest_split else weight
 
 
-def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig, *, defect: str | None = None):
-    """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d."""
-    if defect is not None and defect not in COMBINE_DEFECTS:
-        raise ValueError(f"unknown defect {defect!r}: known {COMBINE_DEFECTS}")
-    drop_smallest = defect == "drop_smallest_split"
+def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig, *,
+                         defect: CombineDefect | None = None):
+    """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d.
+    ``defect`` plants a CombineDefect (sensitivity tests only)."""
+    knobs = CombineKnobs.of(planted(defect, CombineDefect, "paged_decode_combine"))
     head_dim, dtype, splits = shape.head_dim, shape.dtype, cfg.num_splits
+    split_weight = split_weighting(splits, drop_smallest_split=knobs.drop_smallest_split)
     batch = T.dynamic("batch")
 
     @T.prim_func
@@ -141,10 +156,8 @@ def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig, *, defect: st
             for s in T.serial(splits):
                 lse_max = T.max(lse_max, LSE[b, h, s])
             for s in T.serial(splits):
-                w = T.exp2(LSE[b, h, s] - lse_max)  # split 0 is never empty, so lse_max is finite
-                if drop_smallest:
-                    last = (s == splits - 1) | (LSE[b, h, T.min(s + 1, splits - 1)] == -T.infinity(FP32))
-                    w = T.if_then_else(last & (LSE[b, h, s] > -T.infinity(FP32)), 0, w)
+                # split 0 is never empty, so lse_max is finite
+                w = split_weight(T.exp2(LSE[b, h, s] - lse_max), LSE, b, h, s)
                 weight_sum += w
                 acc += w * O_part[b, h, s, d]
             Out[b, h, d] = T.cast(acc / weight_sum, dtype)

@@ -21,6 +21,13 @@ Three ways to bring K and V in, by config: gathered in line (gfx942), a block ah
 import tilelang.language as T
 
 from tilegate.kernels.configs import PRODUCER_THREADS, TileConfig
+from tilegate.kernels.defects import (
+    PREFETCH_DEFECTS,
+    WARPGROUP_DEFECTS,
+    ExtendDefect,
+    ExtendKnobs,
+    planted,
+)
 from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
@@ -48,27 +55,6 @@ from tilegate.kernels.problem import AttentionShape
 INDEX = "int32"
 
 
-# The extend kernel's planted defects, for the gate's own sensitivity tests only.
-# prefix_off_by_one (the end-to-end tier): after a cached prefix, each new token is placed one
-# position late, so it also sees the key after its own.
-# Races on the asynchronous paths, which compute-sanitizer does not see (the stress tier,
-# suite/stress/test_stress.py). In the producer-warpgroup path (gather_warpgroup):
-#   v_read_before_ready      P@V reads a V stage without waiting on its ready barrier;
-#   k_stage_released_early   a K stage is released (k_free) before Q@K^T has read it.
-# In the register-prefetch path (prefetch_kv):
-#   prefetch_overwrites_tile_in_use  block kb + 1, prefetched into registers, is written into the
-#     shared K and V tiles while other warps' products of block kb may still read them (the barrier
-#     at the top of the key-block loop is gone).
-WARPGROUP_DEFECTS = ("v_read_before_ready", "k_stage_released_early")
-PREFETCH_DEFECTS = ("prefetch_overwrites_tile_in_use",)
-EXTEND_DEFECTS = ("prefix_off_by_one", *WARPGROUP_DEFECTS, *PREFETCH_DEFECTS)
-# TileLang places every shared-memory barrier; the prefetch defect's build turns that off and the
-# kernel places them itself, all but the one the defect is about. On CUDA builds that gives the
-# healthy build's barriers less the loop-top one (suite/compile/test_planted_races_lower.py lowers both for sm90);
-# HIP builds place theirs differently (one before each cross-wave reduction), so there it is a
-# different, wider race.
-DEFECT_PASS_CONFIGS = {"prefetch_overwrites_tile_in_use": {"tl.disable_thread_storage_sync": True}}
-
 # setmaxnreg with a producer warpgroup: the producer keeps 24 registers a thread (PTX's least), and
 # the consumers share the rest of the SM's 64K, in multiples of 8, at most 240 (as TileLang's own
 # warp-specialised prefill: 24 / 160 with three consumer warpgroups).
@@ -95,9 +81,95 @@ def store_out_rows(out_acc, row_sum, Out, first, row0, n_new, head):
             Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], Out.dtype)
 
 
-def _check_defect(defect: str | None, cfg: TileConfig) -> None:
-    if defect is not None and defect not in EXTEND_DEFECTS:
-        raise ValueError(f"unknown defect {defect!r}: known {EXTEND_DEFECTS}")
+# The hooks below are the steps a planted defect changes (kernels/defects.py), each built healthy or
+# with the defect's knobs: the kernel body never branches on one.
+
+
+def cached_prefix(prefix_shift: int = 0):
+    """(context length, new tokens) -> the cached prefix: the position of the first new token.
+    ``prefix_shift`` (prefix_off_by_one) places the tokens after a cached prefix that much late."""
+    if prefix_shift:
+        return lambda ctx, n_new: T.if_then_else(ctx > n_new, ctx - n_new + prefix_shift, 0)
+    return lambda ctx, n_new: ctx - n_new
+
+
+def staged_qk(qk, *, release_k_early: bool = False):
+    """A macro adding Q K^T from K stage ``stage`` to ``scores``, then releasing the stage to the
+    producer (``k_free``); ``release_k_early`` (k_stage_released_early) releases it first."""
+
+    @T.macro
+    def qk_then_release(q_tile, k_tiles, stage, scores, k_free):
+        qk(q_tile, k_tiles[stage, :, :], scores)
+        T.barrier_arrive(k_free[stage])
+
+    @T.macro
+    def release_then_qk(q_tile, k_tiles, stage, scores, k_free):
+        T.barrier_arrive(k_free[stage])
+        qk(q_tile, k_tiles[stage, :, :], scores)
+
+    return release_then_qk if release_k_early else qk_then_release
+
+
+def v_stage_acquire(*, skip_wait: bool = False):
+    """A macro making V stage ``stage`` readable by P@V: its ready barrier waited on (phase
+    ``phase``), then the async-proxy fence; ``skip_wait`` (v_read_before_ready) only fences."""
+
+    @T.macro
+    def wait_then_fence(v_ready, stage, phase):
+        T.barrier_wait(v_ready[stage], phase)
+        T.fence_proxy_async()
+
+    @T.macro
+    def fence_only(v_ready, stage, phase):
+        T.fence_proxy_async()
+
+    return fence_only if skip_wait else wait_then_fence
+
+
+def kv_prefetch(block_n: int, *, own_barriers: bool = False):
+    """(start, advance) macros of the register prefetch (configs with prefetch_kv): ``start`` reads
+    block 0's slots and gathers it into ``k_next``/``v_next``; ``advance``, at key block ``kb``,
+    gathers block kb + 1 while block kb computes. TileLang places the barriers. ``own_barriers``
+    (prefetch_overwrites_tile_in_use, built with TileLang's barriers off) places them here, all but
+    the one at the top of the key-block loop (block kb's readers are done)."""
+
+    @T.macro
+    def start(req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next,
+              v_next):
+        start_kv_prefetch(req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
+                          k_next, v_next)
+
+    @T.macro
+    def advance(kb, n_blocks, req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
+                k_next, v_next):
+        if kb + 1 < n_blocks:  # in flight while this block computes
+            advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, limit, slots, slots_ahead,
+                                k_pool, v_pool, kv_head, k_next, v_next)
+
+    @T.macro
+    def start_own_barriers(req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
+                           k_next, v_next):
+        load_slots(req_to_token, req, 0, limit, slots)
+        T.sync_threads()
+        gather_next_kv(req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
+                       k_next, v_next)
+
+    @T.macro
+    def advance_own_barriers(kb, n_blocks, req_to_token, req, limit, slots, slots_ahead, k_pool,
+                             v_pool, kv_head, k_next, v_next):
+        if kb + 1 < n_blocks:
+            T.copy(slots_ahead, slots)
+        T.sync_threads()  # the staged tiles and slots are written
+        if kb + 1 < n_blocks:
+            gather_next_kv(req_to_token, req, (kb + 1) * block_n, limit, slots, slots_ahead, k_pool,
+                           v_pool, kv_head, k_next, v_next)
+
+    if own_barriers:
+        return start_own_barriers, advance_own_barriers
+    return start, advance
+
+
+def _check_defect(defect: ExtendDefect | None, cfg: TileConfig) -> None:
     if defect in WARPGROUP_DEFECTS and not cfg.gather_warpgroup:
         raise ValueError(f"defect {defect} is planted in the producer-warpgroup path: config {cfg.name} has none")
     if defect in PREFETCH_DEFECTS and not cfg.prefetch_kv:
@@ -105,20 +177,23 @@ def _check_defect(defect: str | None, cfg: TileConfig) -> None:
 
 
 def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None,
-                 defect: str | None = None):
-    """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling)."""
+                 defect: ExtendDefect | None = None):
+    """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling). ``defect`` plants
+    an ExtendDefect (sensitivity tests only)."""
+    defect = planted(defect, ExtendDefect, "paged_extend")
     _check_defect(defect, cfg)
-    shift = 1 if defect == "prefix_off_by_one" else 0
-    skip_v_wait = defect == "v_read_before_ready"
-    release_k_early = defect == "k_stage_released_early"
-    own_barriers = defect in PREFETCH_DEFECTS
+    knobs = ExtendKnobs.of(defect)
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal, dtype = shape.groups, shape.causal, shape.dtype
     log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullRow
-    qk = qk_scores(False, policy)
+    qk = qk_scores(policy)
     update = softmax_update(log2_scale)
-    accumulate = accumulate_pv(FP32, False, policy, cfg.v_transposed)
+    accumulate = accumulate_pv(FP32, policy, cfg.v_transposed)
+    prefix_of = cached_prefix(knobs.prefix_shift)
+    qk_from_stage = staged_qk(qk, release_k_early=knobs.release_k_early)
+    acquire_v = v_stage_acquire(skip_wait=knobs.skip_v_wait)
+    start_prefetch, advance_prefetch = kv_prefetch(block_n, own_barriers=knobs.own_barriers)
 
     mask_scores = visibility_mask(block_m, block_n, causal)  # row i sits at context position first_row + i
     gather_v = gather_v_tile(cfg.v_transposed)
@@ -163,10 +238,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             ctx = seq_lens[b]
             n_new = extend_lens[b]
             first = extend_starts[b]
-            if shift:  # the planted defect: only extends over a cached prefix are misplaced
-                prefix = T.if_then_else(ctx > n_new, ctx - n_new + shift, 0)
-            else:
-                prefix = ctx - n_new  # the tile's row i sits at context position prefix + bx * block_m + i
+            # the tile's row i sits at context position prefix + bx * block_m + i
+            prefix = prefix_of(ctx, n_new)
             if causal:
                 keys = T.min(ctx, prefix + (bx + 1) * block_m)  # one past the tile's last visible key
             else:
@@ -185,15 +258,9 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)
                         T.barrier_wait(k_ready[stage], phase)
                         T.fence_proxy_async()  # cp.async wrote the stage; wgmma reads it through the async proxy
-                        if release_k_early:
-                            T.barrier_arrive(k_free[stage])
-                        qk(q_tile, k_tiles[stage, :, :], scores)
-                        if not release_k_early:
-                            T.barrier_arrive(k_free[stage])
+                        qk_from_stage(q_tile, k_tiles, stage, scores, k_free)
                         update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-                        if not skip_v_wait:
-                            T.barrier_wait(v_ready[stage], phase)
-                        T.fence_proxy_async()
+                        acquire_v(v_ready, stage, phase)
                         accumulate(probs, v_tiles[stage, :, :], out_acc, rescale, None, None)
                         T.barrier_arrive(v_free[stage])
                     store_out_rows(out_acc, row_sum, Out, first, bx * block_m, n_new, head)
@@ -209,28 +276,14 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     v_next = T.alloc_fragment([block_n, head_dim], dtype)
                     slots_ahead = T.alloc_fragment([block_n], INDEX)
                     first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
-                    if own_barriers:
-                        load_slots(req_to_token, req, 0, first_limit, slots)
-                        T.sync_threads()
-                        gather_next_kv(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool, kv_head,
-                                       k_next, v_next)
-                    else:
-                        start_kv_prefetch(req_to_token, req, 0, first_limit, slots, slots_ahead, K_pool, V_pool,
-                                          kv_head, k_next, v_next)
+                    start_prefetch(req_to_token, req, first_limit, slots, slots_ahead, K_pool,
+                                   V_pool, kv_head, k_next, v_next)
                     for kb in T.serial(n_blocks):
-                        # own_barriers: no barrier here, where TileLang puts one (block kb's readers are done)
                         T.copy(k_next, k_tile)
                         stage_v(v_next, v_tile)
-                        if own_barriers:
-                            if kb + 1 < n_blocks:
-                                T.copy(slots_ahead, slots)
-                            T.sync_threads()  # the staged tiles and slots are written
-                            if kb + 1 < n_blocks:
-                                gather_next_kv(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
-                                               V_pool, kv_head, k_next, v_next)
-                        elif kb + 1 < n_blocks:  # in flight while this block computes
-                            advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, ctx, slots, slots_ahead, K_pool,
-                                                V_pool, kv_head, k_next, v_next)
+                        # block kb + 1 into registers, in flight while this block computes
+                        advance_prefetch(kb, n_blocks, req_to_token, req, ctx, slots, slots_ahead,
+                                         K_pool, V_pool, kv_head, k_next, v_next)
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)
                         qk(q_tile, k_tile, scores)
                         update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)

@@ -8,13 +8,22 @@ that reads fp32 partials one per thread, so it expects neither MFMA nor 128-bit 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tilegate.kernels import flash_fwd as flash_fwd_module
-from tilegate.kernels import paged_extend as paged_extend_module
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, TileConfig
+from tilegate.kernels.defects import (
+    EXTEND_PASS_CONFIGS,
+    PREFILL_PASS_CONFIGS,
+    CombineDefect,
+    Defect,
+    ExtendDefect,
+    PrefillDefect,
+    planted,
+)
+from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
+from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
 
 
@@ -26,33 +35,38 @@ class KernelSpec:
     uses_mfma: bool = True
     wide_global_loads: bool = True
     one_thread_per_dim: bool = False  # launches head_dim threads, whatever the config says
+    defects: type[Defect] | None = None  # its planted defects' enumeration (kernels/defects.py)
     # planted defect -> the TileLang pass configs its build needs (none for a healthy kernel)
-    defect_pass_configs: dict = field(default_factory=dict)
+    defect_pass_configs: Mapping[Defect, dict] = field(default_factory=dict)
 
     def threads(self, shape, cfg) -> int:
         return shape.head_dim if self.one_thread_per_dim else cfg.threads
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(flash_fwd_module.flash_fwd, CONFIG_TABLES,
-                            defect_pass_configs=flash_fwd_module.DEFECT_PASS_CONFIGS),
-    "paged_extend": KernelSpec(paged_extend_module.paged_extend, EXTEND_TABLES, causal_variants=(True,),
-                               defect_pass_configs=paged_extend_module.DEFECT_PASS_CONFIGS),
+    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defects=PrefillDefect,
+                            defect_pass_configs=PREFILL_PASS_CONFIGS),
+    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,),
+                               defects=ExtendDefect, defect_pass_configs=EXTEND_PASS_CONFIGS),
     "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
     "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
-                                       uses_mfma=False, wide_global_loads=False, one_thread_per_dim=True),
+                                       uses_mfma=False, wide_global_loads=False,
+                                       one_thread_per_dim=True, defects=CombineDefect),
 }
 
 
-def planted_pass_configs(factory: Callable, defect: str | None) -> dict:
+def planted_pass_configs(factory: Callable, defect: Defect | None) -> dict:
     """The pass configs the build of ``factory`` with ``defect`` planted needs ({} when healthy). A
-    defect in a factory not registered here is an error: its build could lack what plants it."""
+    defect in a factory not registered here is an error: its build could lack what plants it; so is
+    one that is not a member of the factory's own enumeration (a plain string included)."""
     if defect is None:
         return {}
+    name = getattr(factory, "__name__", repr(factory))
     spec = next((s for s in KERNELS.values() if s.factory is factory), None)
     if spec is None:
-        raise ValueError(f"defect {defect!r} planted in {getattr(factory, '__name__', factory)!r}, which is not in KERNELS")
-    return spec.defect_pass_configs.get(defect, {})
+        raise ValueError(f"defect {defect!r} planted in {name!r}, which is not in KERNELS")
+    checked = planted(defect, spec.defects, name)  # TypeError for a name or another kernel's defect
+    return dict(spec.defect_pass_configs.get(checked, {})) if checked is not None else {}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 
     python3 scripts/step_summary.py [ARTIFACTS ...] [-o FILE] [--title TITLE] [--annotate]
 
-ARTIFACTS is a folder a run wrote (default: artifacts/); several (the shards of one gate run) are
+ARTIFACTS is a folder a run wrote (default: artifacts/, whose ``latest`` link names the newest
+run: the link is read as text and must name a folder of artifacts/runs/); several (the shards of one gate run) are
 summarised as one: one verdict over all their JUnit XML (each pytest command writes one, tox.ini),
 then each folder's tables. The verdict comes first: passed, failed or skipped, every failing test
 with its one-line reason, the skip reasons counted; then the tier tables, the TileLang 0.1.12
@@ -39,6 +40,7 @@ from tilegate.artifacts.records import (
     plain_files,
     read_junit,
     read_plain_text,
+    run_folder,
     venv_run_dir,
 )
 
@@ -127,7 +129,7 @@ def main() -> int:
     parser.add_argument("--title", default=os.environ.get("TILEGATE_SUMMARY_TITLE") or os.environ.get("GITHUB_JOB", "gate"))
     parser.add_argument("--annotate", action="store_true", help="print a ::error annotation per failing test")
     args = parser.parse_args()
-    roots = [Path(a) for a in args.artifacts]
+    roots = [run_folder(Path(a)) for a in args.artifacts]  # a developer's artifacts/: its latest run
     outcomes, files = outcomes_of(roots)
     text = "\n".join(summary(roots, [a.rstrip("/") or "/" for a in args.artifacts], args.title, outcomes, files)) + "\n"
     out = args.output or os.environ.get("GITHUB_STEP_SUMMARY")

@@ -30,10 +30,11 @@ def _qkv():
 @pytest.mark.gpu
 @pytest.mark.xdist_group("planted-hang")
 def test_compile_the_planted_hang():  # first, on the same worker: compiling is not the hang
+    from tilegate.kernels.defects import PrefillDefect
     from tilegate.kernels.flash_fwd import flash_fwd
     from tilegate.runtime import compiled
 
-    assert compiled(flash_fwd, SHAPE, _config(), defect="hang") is not None
+    assert compiled(flash_fwd, SHAPE, _config(), defect=PrefillDefect.HANG) is not None
 
 
 @pytest.mark.gpu
@@ -42,9 +43,10 @@ def test_compile_the_planted_hang():  # first, on the same worker: compiling is 
 def test_planted_hang():
     import torch
 
+    from tilegate.kernels.defects import PrefillDefect
     from tilegate.runtime import flash_attention
 
-    flash_attention(SHAPE, _config(), *_qkv(), defect="hang")
+    flash_attention(SHAPE, _config(), *_qkv(), defect=PrefillDefect.HANG)
     torch.cuda.synchronize()
 
 

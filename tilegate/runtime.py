@@ -11,6 +11,7 @@ import functools
 import torch
 
 from tilegate.kernels.configs import TARGETS, TileConfig
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.problem import AttentionShape
 from tilegate.kernels.registry import planted_pass_configs
@@ -77,9 +78,10 @@ def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: tor
         raise ValueError(f"need 1 <= seq_q ({q.shape[1]}) <= seq_k ({k.shape[1]})")
 
 
-def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, defect: str | None = None):
+def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None,
+                    defect: PrefillDefect | None = None):
     """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds.
-    ``defect`` plants one of flash_fwd's DEFECTS (the gate's sensitivity tests only)."""
+    ``defect`` plants a PrefillDefect (the gate's sensitivity tests only)."""
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)

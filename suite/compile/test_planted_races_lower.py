@@ -20,6 +20,7 @@ from tilegate.kernels.configs import (
     asynchronous_paths,
     configs_for,
 )
+from tilegate.kernels.defects import ExtendDefect
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
@@ -54,10 +55,10 @@ def _changes(healthy: list[str], planted: list[str]) -> tuple[list[str], list[st
 def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisation():
     cfg = _config("sm90", "m192n128w12-ws")
     healthy = _cuda_lines(cfg)
-    removed, added = _changes(healthy, _cuda_lines(cfg, "v_read_before_ready"))
+    removed, added = _changes(healthy, _cuda_lines(cfg, ExtendDefect.V_READ_BEFORE_READY))
     assert (len(removed), added) == (1, []) and "v_ready[" in removed[0] and ".wait(" in removed[0], (removed, added)
     # the early release: the same lines, the k_free arrive moved above the Q@K^T wgmma
-    planted = _cuda_lines(cfg, "k_stage_released_early")
+    planted = _cuda_lines(cfg, ExtendDefect.K_STAGE_RELEASED_EARLY)
     assert sorted(planted) == sorted(healthy)
     arrive = next(line for line in healthy if line.startswith("k_free[") and line.endswith(".arrive();"))
     first_wgmma = next(i for i, line in enumerate(healthy) if "wgmma_ss" in line)
@@ -68,7 +69,7 @@ def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisatio
 def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, name):
     cfg = _config(target, name)
     healthy = _cuda_lines(cfg)
-    planted = _cuda_lines(cfg, "prefetch_overwrites_tile_in_use")
+    planted = _cuda_lines(cfg, ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
     removed, added = _changes(healthy, planted)
     assert (removed, added) == (["__syncthreads();"], []), (removed, added)
     loop = next(i for i, line in enumerate(healthy) if line.startswith("for (int kb = 0;"))
@@ -85,9 +86,11 @@ def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other():
 
 def test_a_planted_race_needs_its_path():
     with pytest.raises(ValueError, match="producer-warpgroup path: config m128n128w8-pf has none"):
-        paged_extend(SHAPE, _config("sm90", "m128n128w8-pf"), defect="v_read_before_ready")
+        paged_extend(SHAPE, _config("sm90", "m128n128w8-pf"),
+                     defect=ExtendDefect.V_READ_BEFORE_READY)
     with pytest.raises(ValueError, match="register-prefetch path: config m192n128w12-ws has none"):
-        paged_extend(SHAPE, _config("sm90", "m192n128w12-ws"), defect="prefetch_overwrites_tile_in_use")
+        paged_extend(SHAPE, _config("sm90", "m192n128w12-ws"),
+                     defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
 
 
 def test_asynchronous_paths_by_config_and_build_target():

@@ -13,6 +13,7 @@ import pytest
 from tilegate.artifacts.writer import COUNTERS_DIR
 from tilegate.harness.counters import driver as counters
 from tilegate.harness.counters.child import FAMILIES
+from tilegate.testing import skips
 
 pytestmark = pytest.mark.deadline(1200)
 
@@ -30,7 +31,7 @@ def _judge(request, platform, launches, artifacts_dir, family):
         return
     baseline = counters.load_baseline(device)
     if baseline is None:
-        pytest.skip(f"no counter baseline for {device}: table in {out}; record one with --update-counter-baseline")
+        skips.missing(f"no counter baseline for {device}: table in {out}; record one with --update-counter-baseline")
     missing = [launch.key for launch in launches if launch.key not in baseline["launches"]]
     assert not missing, f"no baseline entry for {missing}: record them with --update-counter-baseline"
     problems = {launch.key: found for launch in launches
@@ -45,7 +46,7 @@ def test_ncu_counters_within_baseline(request, platform, artifacts_dir, family):
     try:
         launches = counters.run_ncu(family, artifacts_dir / COUNTERS_DIR / f"ncu-{family}.log")
     except counters.CountersNotReadable as exc:
-        pytest.skip(str(exc))
+        skips.missing(str(exc))
     _judge(request, platform, launches, artifacts_dir, family)
 
 

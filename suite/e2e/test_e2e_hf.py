@@ -10,13 +10,15 @@ from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
 from tilegate.harness.hf_runner import HfRunner
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import compare
 from tilegate.testing.precompile import kind_builds
 
 HEADS = (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim)
 pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("e2e-hf"), causal_builds(*HEADS, "flash_fwd"),
-              pytest.mark.builds(*kind_builds("flash_fwd", AttentionShape(*HEADS, True, "float16"), defect="drop_last_block"))]
+              pytest.mark.builds(*kind_builds("flash_fwd", AttentionShape(*HEADS, True, "float16"),
+                                             defect=PrefillDefect.DROP_LAST_BLOCK))]
 DEVICE = "cuda"
 NEW_TOKENS = 32
 
@@ -46,7 +48,8 @@ def _agreements(model_dir, prompt_ids, fp32_runs, dtype, attn):
     from tilegate.serving.hf_attention import attention_function, register
 
     register()
-    register("tilegate-drop_last_block", attention_function(defect="drop_last_block"))  # the planted twin
+    # the planted twin
+    register("tilegate-drop_last_block", attention_function(defect=PrefillDefect.DROP_LAST_BLOCK))
     with HfRunner(model_dir, dtype, attn, DEVICE) as test:
         return [compare(name, fp32_runs[name], test.greedy(ids, NEW_TOKENS)) for name, ids in prompt_ids.items()]
 

@@ -24,6 +24,7 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures.long_context_llama import SPEC, ensure_long_context_llama, retrieval_prompt
 from tilegate.fixtures.retrieval_layout import PREFIX, SPAN_LEN, extend_start, span_start, straddling_span_at
 from tilegate.harness.hf_runner import HfRunner
+from tilegate.kernels.defects import CombineDefect, ExtendDefect, PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
 from tilegate.testing.precompile import Build, kind_builds
@@ -33,21 +34,23 @@ LENGTHS = (3782, 8192, 32768)
 SEED = 7  # held out: training draws its prompts from other seeds
 # the FP32 model must be confident and right at 3782 and 8192 tokens, else agreeing with it proves nothing
 MIN_MARGIN, CONFIDENT_SHARE, MIN_ACCURACY = 1.0, 0.9, 0.95
-# planted kernel bugs (flash_fwd's DEFECTS) the comparison must catch
-PLANTED = ("skip_middle_block", "wrong_scale_10pct")
+# planted kernel bugs (PrefillDefect) the comparison must catch
+PLANTED = (PrefillDefect.SKIP_MIDDLE_BLOCK, PrefillDefect.WRONG_SCALE_10PCT)
 # ... and in SGLang's paged kernels, run under transformers as a one-request pool
 # (tilegate.serving.hf_attention.paged_attention_function): each prompt from just before its span
 # (span_start - 8) is an extend over the cached rest, as after a prefix-cache hit, so that a row
 # that sees a key past its own reads the span before the prompt gets there; every generated token
 # is a decode
-PAGED_PLANTED = {"prefix_off_by_one": {"extend_defect": "prefix_off_by_one"},
-                 "drop_smallest_split": {"combine_defect": "drop_smallest_split"}}
+PAGED_PLANTED = {"prefix_off_by_one": {"extend_defect": ExtendDefect.PREFIX_OFF_BY_ONE},
+                 "drop_smallest_split": {"combine_defect": CombineDefect.DROP_SMALLEST_SPLIT}}
 FP16 = AttentionShape(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, True, "float16")
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               causal_builds(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, "flash_fwd", "extend", "decode"),
               pytest.mark.builds(*(b for d in PLANTED for b in kind_builds("flash_fwd", FP16, defect=d)),
-                                 *kind_builds("extend", FP16, defect="prefix_off_by_one"),
-                                 Build("paged_decode_combine", FP16, options=(("defect", "drop_smallest_split"),)))]
+                                 *kind_builds("extend", FP16,
+                                              defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+                                 Build("paged_decode_combine", FP16,
+                                       options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),)))]
 
 
 # One xdist group per prompt length: the 32768-token prompt's runs take as long as the other two
@@ -174,7 +177,7 @@ def _register_kernels():
 
     register()
     for defect in PLANTED:
-        register(f"tilegate-{defect}", attention_function(defect=defect))
+        register(f"tilegate-{defect.value}", attention_function(defect=defect))
     register("tilegate-paged", paged_attention_function())
     for name, defects in PAGED_PLANTED.items():
         register(f"tilegate-paged-{name}", paged_attention_function(**defects))
@@ -200,8 +203,8 @@ def test_kernel_agrees_with_fp32_and_answers_right(model_dir, prompts, fp32, log
 
 @pytest.mark.parametrize("defect", PLANTED)
 def test_planted_long_context_bug_fails(model_dir, prompts, fp32, logprob_bounds, defect, artifacts_dir):
-    problems = problems_of(f"tilegate-{defect}", torch.float16, model_dir, prompts, fp32, logprob_bounds, artifacts_dir,
-                           f"hf-long-context-{defect}-planted")
+    problems = problems_of(f"tilegate-{defect.value}", torch.float16, model_dir, prompts, fp32,
+                           logprob_bounds, artifacts_dir, f"hf-long-context-{defect.value}-planted")
     assert problems, f"planted {defect}: every long prompt still agreed, within the logprob bounds, and answered right"
 
 

@@ -25,6 +25,7 @@ from tilegate.harness.sglang.driver import EngineRun
 from tilegate.harness.sglang.observations import served
 from tilegate.harness.sglang.planted import KERNEL_BUGS
 from tilegate.harness.sglang.registration import kernel_planted_name
+from tilegate.kernels.defects import CombineDefect, ExtendDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect
 from tilegate.references.agreement import GreedyRun
@@ -35,8 +36,10 @@ assert (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim) == (LONG_SPE
 SHAPES = [AttentionShape(TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim, True, dt) for dt in ("float16", "bfloat16")]
 pytestmark = [pytest.mark.sglang, pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.builds(*(b for s in SHAPES for kind in ("extend", "decode") for b in kind_builds(kind, s)),
-                                 *kind_builds("extend", SHAPES[0], defect="prefix_off_by_one"),
-                                 Build("paged_decode_combine", SHAPES[0], options=(("defect", "drop_smallest_split"),)))]
+                                 *kind_builds("extend", SHAPES[0],
+                                              defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+                                 Build("paged_decode_combine", SHAPES[0],
+                                       options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),)))]
 
 PEER = "default" if detect().kind == "rocm" else "triton"  # SGLang's same-precision backend here
 PLANTED = {bug: kernel_planted_name(bug) for bug in KERNEL_BUGS}

@@ -10,14 +10,15 @@ import torch
 from tilegate.harness.sglang import registration
 from tilegate.harness.sglang.instrumented import PlantedKernelOps
 from tilegate.harness.sglang.planted import KERNEL_BUGS
+from tilegate.kernels.defects import CombineDefect, ExtendDefect
 from tilegate.serving import paged, sglang_backend
 from tilegate.serving.batch_indices import BatchIndices
 
 EXPECTED = {  # bug -> (extend call, decode call): (scale factor, defect, decode seq_lens shift)
     "stale_kv": ((1.0, None, 0), (1.0, None, 1)),
     "scale10": ((1.1, None, 0), (1.1, None, 0)),
-    "prefix_off_by_one": ((1.0, "prefix_off_by_one", 0), (1.0, None, 0)),
-    "drop_smallest_split": ((1.0, None, 0), (1.0, "drop_smallest_split", 0)),
+    "prefix_off_by_one": ((1.0, ExtendDefect.PREFIX_OFF_BY_ONE, 0), (1.0, None, 0)),
+    "drop_smallest_split": ((1.0, None, 0), (1.0, CombineDefect.DROP_SMALLEST_SPLIT, 0)),
 }
 
 
@@ -41,6 +42,9 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
     ops.decode(meta, None, None, None, 0.5)
     (e_scale, e_defect, _), (d_scale, d_defect, shift) = EXPECTED[bug]
     assert calls == [("extend", 0.5 * e_scale, e_defect, [5, 9]), ("decode", 0.5 * d_scale, d_defect, [5 - shift, 9 - shift])]
+    # the kernels get members of their own enumerations, not names (kernels/defects.py)
+    defects = [defect for _, _, defect, _ in calls if defect is not None]
+    assert all(type(d) in (ExtendDefect, CombineDefect) for d in defects)
 
 
 def test_every_kernel_bug_is_planted_under_its_own_backend_name():

@@ -13,12 +13,16 @@ from tilegate.foreign.verdicts import KnownFinding, judge_build, judge_case, low
 from tilegate.gfx942.isa_checks import Violation
 from tilegate.paths import REPO_ROOT
 
-CAPS = Capabilities(("bfloat16",), (128,), ("full",), ("heads",))
-PROBLEM = Problem("h8", "bfloat16", 128, "full", (8,), params(heads=8))
-CFG = Config("c", params(block=64), 128)
-KERNEL = ForeignKernel("k", Provenance("json", package="no-such-package-here"), "f", {"gfx942": (CFG,)}, (PROBLEM,),
-                       CAPS, IsaExpectations(None, False, 1.0), lambda p, c: 70000,
-                       findings=(Finding(frozenset({"spill", "mfma"}), "known"),))
+CAPS = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",),
+                    compile_time=("heads",))
+PROBLEM = Problem("h8", dtype="bfloat16", head_dim=128, mask="full", args=(8,),
+                  shape=params(heads=8))
+CFG = Config("c", kwargs=params(block=64), threads=128)
+NO_MATRIX = IsaExpectations(mfma_input=None, wide_global_loads=False, min_waves_per_simd=1.0)
+KERNEL = ForeignKernel(name="k", provenance=Provenance("json", package="no-such-package-here"),
+                       factory="f", configs={"gfx942": (CFG,)}, problems=(PROBLEM,),
+                       capabilities=CAPS, isa=NO_MATRIX, lds_estimate=lambda p, c: 70000,
+                       findings=(Finding(rules=frozenset({"spill", "mfma"}), reason="known"),))
 KERNELS = [KERNEL]  # what load() finds in this module
 TWIN = [dataclasses.replace(KERNEL)]  # another kernel of the same name
 
@@ -30,6 +34,22 @@ def test_a_problem_outside_the_capabilities_is_refused_by_name():
         dataclasses.replace(KERNEL, problems=(dataclasses.replace(PROBLEM, shape=params(topk=2048)),))
     with pytest.raises(ForeignKernelError, match="a GPU family needs a launcher"):
         dataclasses.replace(KERNEL, family="sparse-mla")
+
+
+def test_the_records_take_keywords_so_an_adapter_says_what_each_value_is():
+    with pytest.raises(TypeError, match="positional"):
+        IsaExpectations("bfloat16", True, 1.0)
+    with pytest.raises(TypeError, match="positional"):
+        Capabilities(("bfloat16",), (128,), ("full",), ("heads",))
+    with pytest.raises(TypeError, match="positional"):
+        Finding(frozenset({"spill"}), "known")
+    with pytest.raises(TypeError, match="positional"):
+        ForeignKernel("k", KERNEL.provenance, "f")
+    with pytest.raises(TypeError, match="positional"):  # a problem's and a config's name only
+        Problem("h8", "bfloat16", 128, "full")
+    with pytest.raises(TypeError, match="positional"):
+        Config("c", params(block=64), 128)
+    assert dataclasses.replace(PROBLEM, dtype="float16").name == "h8"
 
 
 def test_discovery_names_what_it_could_not_load():
@@ -76,28 +96,33 @@ def test_a_known_finding_must_break_exactly_its_rules_and_be_no_worse():
 
 
 def test_a_gpu_finding_stands_only_for_its_own_failure():
-    nan = Finding(frozenset({"numerics"}), "r", cases=frozenset({"t1-x"}), nonfinite=True)
-    big = Finding(frozenset({"numerics"}), "r", cases=frozenset({"t1-x"}), worst=params(max_ratio=100))
+    nan = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-x"}),
+                  nonfinite=True)
+    big = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-x"}),
+                  worst=params(max_ratio=100))
     for finding, args, stands in ((nan, {"nonfinite": True}, True), (nan, {"max_ratio": 3.0}, False),
                                   (big, {"max_ratio": 45.0}, True), (big, {"max_ratio": 1e4}, False)):
         kernel = dataclasses.replace(KERNEL, findings=(finding,))
         with pytest.raises(AssertionError) as info:
             judge_case(kernel, "t1-x", "numerics", "msg", **args)
         assert isinstance(info.value, KnownFinding) == stands, (finding, args)
-    lowering = Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-x"}), error="cannot be reordered")
+    lowering = Finding(rules=frozenset({"lowering"}), reason="r", cases=frozenset({"t1-x"}),
+                       error="cannot be reordered")
     kernel = dataclasses.replace(KERNEL, findings=(lowering,))
     assert lowering_finding(kernel, "t1-x", "numerics", RuntimeError("... cannot be reordered ..."))
     assert lowering_finding(kernel, "t1-x", "numerics", TypeError("launch() got an unexpected keyword")) is None
 
 
 def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
-    scoped = Finding(frozenset({"numerics"}), "r", cases=frozenset({"t1-dense"}))
+    scoped = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-dense"}))
     assert scoped.covers_case("t1-dense", "numerics") and not scoped.covers_case("t1-dense", "determinism")
     assert not scoped.covers("h8", "c"), "a GPU case's finding is not an ISA one"
     assert not dataclasses.replace(scoped, tilelang="0.0.1").covers_case("t1-dense", "numerics")
-    lowering = Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-dense"}), gpu="no-such-gpu")
+    lowering = Finding(rules=frozenset({"lowering"}), reason="r", cases=frozenset({"t1-dense"}),
+                       gpu="no-such-gpu")
     assert not lowering.covers_case("t1-dense", "numerics")
-    assert Finding(frozenset({"lowering"}), "r", cases=frozenset({"t1-dense"})).covers_case("t1-dense", "determinism")
+    anywhere = dataclasses.replace(lowering, gpu=None)
+    assert anywhere.covers_case("t1-dense", "determinism")
 
 
 @pytest.mark.compile
@@ -106,11 +131,14 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(builder,
     edit to it changes the cache key."""
     source = tmp_path / "scores_by_path.py"
     source.write_text((REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text())
-    caps = Capabilities(("bfloat16",), (128,), ("full",), ())
-    kernel = ForeignKernel("by-path", Provenance("tilegate_test_scores_by_path", path=str(source)), "scores",
-                           {"gfx942": (Config("m64n64", params(block_m=64, block_n=64, head_dim=128), 128),)},
-                           (Problem("d128", "bfloat16", 128, "full"),), caps, IsaExpectations("bfloat16", True, 1.0),
-                           lambda p, c: 32768)
+    caps = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=())
+    config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=128)
+    kernel = ForeignKernel(
+        name="by-path", provenance=Provenance("tilegate_test_scores_by_path", path=str(source)),
+        factory="scores", configs={"gfx942": (config,)},
+        problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),), capabilities=caps,
+        isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
+        lds_estimate=lambda p, c: 32768)
     case = ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
     assert kernel.provenance.missing_reason() is None
     assert builder.isa_reading(case).histogram("v_mfma")

@@ -10,17 +10,19 @@ import pytest
 from tilegate.artifacts.records import PASSED
 from tilegate.foreign import sglang_dsa, sglang_dsv4
 from tilegate.harness.sglang import foreign_venv
+from tilegate.testing import skips
 
 EXPECTED_SKIPS = ("no GPU: ", "opt-in tier: ")
 FINDINGS = {f.reason for k in sglang_dsa.KERNELS + sglang_dsv4.KERNELS for f in k.findings}
 
 
+@pytest.mark.nested
 @pytest.mark.sglang
 @pytest.mark.slow  # started first (tilegate/testing/pytest_plugin.py)
 @pytest.mark.parametrize("version", ["0.1.12", "0.1.15"])
 def test_sglang_kernels_gfx942_tiers(request, artifacts_dir, version):
     if reason := foreign_venv.missing_reason(version):
-        pytest.skip(reason)
+        skips.missing(reason)
     out = artifacts_dir / f"foreign-tilelang-{version}"
     result = foreign_venv.run_tiers(version, out, request.config.getoption("--tilegate-cache"))
     xfailed = [o for o in result.skipped if o.reason in FINDINGS]

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tilegate.paths import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -76,6 +78,7 @@ Path(sys.argv[1]).write_text(json.dumps([collect(*split, "--group", "1"), collec
 """
 
 
+@pytest.mark.nested
 def test_the_shards_of_a_split_run_share_out_every_test_once(tmp_path):
     """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
     out = tmp_path / "shards.json"

@@ -101,18 +101,23 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     assert seen == [{"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
                     {"tl.disable_safe_memory_legalize": True}, {"tl.enable_fast_math": False}]
     # a planted defect named in the factory's options brings its kernel's pass configs (kernels/registry.py)
+    from tilegate.kernels.defects import ExtendDefect, PrefillDefect
     from tilegate.kernels.flash_fwd import flash_fwd
     from tilegate.kernels.paged_extend import paged_extend
 
     seen.clear()
-    runtime.compiled(paged_extend, D128, None, defect="prefetch_overwrites_tile_in_use")
-    runtime.compiled(flash_fwd, D128, None, defect="race")
-    runtime.compiled(flash_fwd, D128, None, defect="wrong_scale")
+    runtime.compiled(paged_extend, D128, None, defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
+    runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.RACE)
+    runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.WRONG_SCALE)
     assert seen == [{"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
                     {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
                     {"tl.enable_fast_math": True}]
     with pytest.raises(ValueError, match="not in KERNELS"):  # its build could lack what plants the defect
-        runtime.compiled(lambda shape, cfg, defect=None: None, D128, None, defect="race")
+        runtime.compiled(lambda shape, cfg, defect=None: None, D128, None,
+                         defect=PrefillDefect.RACE)
+    # a bare name is refused before any pass configs are looked up: it says which member to pass
+    with pytest.raises(TypeError, match="PrefillDefect.RACE"):
+        runtime.compiled(flash_fwd, D128, None, defect="race")
 
 
 def test_fp16_accum_variant_keeps_the_tile():

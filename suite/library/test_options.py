@@ -1,14 +1,12 @@
-"""The options that take a path work as the README writes them, with folders that exist; a gate run
-of several pytest commands keeps every command's artifacts."""
+"""The options that take a path work as the README writes them, with folders that exist (where a
+run's records go: suite/library/test_run_records.py)."""
 
 import os
 import subprocess
 import sys
 
-import pytest
-
-from tilegate.artifacts.writer import ISA_DIR, NUMERICS_DIR, PERF_DIR
 from tilegate.paths import REPO_ROOT
+from tilegate.testing import skips
 
 PATH_OPTIONS = ("--artifacts", "--tilegate-cache", "--llama3-path")
 
@@ -42,28 +40,13 @@ def test_path_options_also_take_a_space_where_the_plugin_is_installed(tmp_path):
     from importlib.metadata import entry_points
 
     if not [e for e in entry_points(group="pytest11") if e.value == "tilegate.testing.pytest_plugin"]:
-        pytest.skip("tilegate-testing is not installed here (checkout on PYTHONPATH): its pytest11 entry point is missing")
+        skips.missing("tilegate-testing is not installed here (checkout on PYTHONPATH): its pytest11 entry point is missing")
     folders = {option: tmp_path / option.strip("-") for option in PATH_OPTIONS}
     for folder in folders.values():
         folder.mkdir()
     proc = _collect_only(*(arg for option, folder in folders.items() for arg in (option, str(folder))))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{LIGHT_MODULE}::" in proc.stdout
-
-
-def test_later_commands_of_a_gate_run_keep_the_earlier_records(tmp_path):
-    # tox -e rocm runs compile+ISA, then the GPU tiers, then perf: each used to clear the folder,
-    # so the summary and the upload kept only the perf table.
-    records = [tmp_path / folder / "earlier.log" for folder in (ISA_DIR, NUMERICS_DIR, PERF_DIR)]
-    for record in records:
-        record.parent.mkdir()
-        record.write_text("from an earlier command")
-    kept = _collect_only(f"--artifacts={tmp_path}", "--keep-artifacts")
-    assert kept.returncode == 0, kept.stdout[-2000:] + kept.stderr[-2000:]
-    assert all(record.exists() for record in records)
-    cleared = _collect_only(f"--artifacts={tmp_path}")  # a new run starts clean
-    assert cleared.returncode == 0, cleared.stdout[-2000:] + cleared.stderr[-2000:]
-    assert not any(record.exists() for record in records)
 
 
 def test_another_project_s_run_keeps_its_artifacts_under_its_own_root(tmp_path):
@@ -74,10 +57,10 @@ def test_another_project_s_run_keeps_its_artifacts_under_its_own_root(tmp_path):
     (project / "tests" / "test_records.py").write_text(
         "def test_records_go_here(artifacts_dir):\n"
         "    (artifacts_dir / 'mine.txt').write_text('ok')\n")
-    env = {k: v for k, v in os.environ.items() if k != "TILEGATE_ARTIFACTS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TILEGATE_ARTIFACTS", "TILEGATE_PARENT_RUN")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "-p", "tilegate.testing.pytest_plugin", "-c", os.devnull, "--rootdir", str(project), "tests"],
                           cwd=project, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert (project / "artifacts" / "mine.txt").read_text() == "ok"
+    assert (project / "artifacts" / "latest" / "mine.txt").read_text() == "ok"
     assert not (REPO_ROOT / "artifacts" / "mine.txt").exists()

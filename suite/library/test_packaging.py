@@ -48,6 +48,8 @@ print(json.dumps({"plugins": sorted(eps), "registered": sorted(REGISTRY), "loade
                                                             if m.startswith("tilegate")}}))
 """
 
+pytestmark = pytest.mark.nested  # fresh venvs and wheel builds: minutes of CPU
+
 
 def _build(source: Path, out: Path) -> Path:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",

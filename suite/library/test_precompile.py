@@ -8,6 +8,7 @@ from suite_helpers import with_configs
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TileConfig, default_config
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.testing.precompile import DEFAULT, EVERY, Build, PrecompileResult, kind_builds, precompile
 
@@ -21,7 +22,8 @@ def test_a_decode_call_launches_the_split_and_the_combine_step():
 
 def test_a_defect_is_an_option_and_no_defect_is_the_plain_build():
     assert kind_builds("flash_fwd", SHAPE, defect=None) == kind_builds("flash_fwd", SHAPE)
-    assert kind_builds("flash_fwd", SHAPE, defect="wrong_scale")[0].options == (("defect", "wrong_scale"),)
+    options = kind_builds("flash_fwd", SHAPE, defect=PrefillDefect.WRONG_SCALE)[0].options
+    assert options == (("defect", PrefillDefect.WRONG_SCALE),)
 
 
 @pytest.mark.parametrize("target", ["gfx942", "sm90"])

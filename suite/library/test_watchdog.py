@@ -11,6 +11,7 @@ import pytest
 from planted_hang_tests import HANG_DEADLINE_S
 from planted_hang_tests import SHAPE as HANG_SHAPE
 
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.paths import REPO_ROOT
 from tilegate.testing.precompile import kind_builds
 from tilegate.testing.watchdog import EXIT_CODE
@@ -84,7 +85,8 @@ def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
 @pytest.mark.slow  # minutes: scheduled first (tilegate/testing/pytest_plugin.py)
 @pytest.mark.deadline(300)
 # compiled ahead into TileLang's disk cache, which the child run shares (the compile is not the hang)
-@pytest.mark.builds(*kind_builds("flash_fwd", HANG_SHAPE), *kind_builds("flash_fwd", HANG_SHAPE, defect="hang"))
+@pytest.mark.builds(*kind_builds("flash_fwd", HANG_SHAPE),
+                    *kind_builds("flash_fwd", HANG_SHAPE, defect=PrefillDefect.HANG))
 def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
     # by node id: -k "planted_hang" would also match the module's name, and select every test in it
     out = _run_planted(tmp_path, ("test_compile_the_planted_hang", "test_planted_hang",

@@ -7,6 +7,7 @@ from suite_helpers import DEVICE, local_default_config
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
 from tilegate.kernels.configs import configs_for
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import SHIPPING_TARGET
 from tilegate.references.attention import ref_attention, ref_attention_lowp
@@ -19,7 +20,8 @@ from tilegate.testing.precompile import kind_builds
 # of the bound on the H200) and not at another: the tier fails if any case fails.
 CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
          for causal in (True, False) for n in (129, 3782)]
-DEFECTS = ["wrong_scale", "causal_off_by_one", "drop_last_block"]
+DEFECTS = [PrefillDefect.WRONG_SCALE, PrefillDefect.CAUSAL_OFF_BY_ONE,
+           PrefillDefect.DROP_LAST_BLOCK]
 pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("planted"),
               pytest.mark.builds(*(b for case in CASES for defect in (None, *DEFECTS)
                                    for b in kind_builds("flash_fwd", case.shape, defect=defect)))]
@@ -54,7 +56,7 @@ def test_planted_bug_fails_the_numerics_tier(defect):
 # The shipping table's own bug: gfx942 configs store Out straight from registers (q_in_registers),
 # the sm90 ones through shared memory, so only a gfx942 program can drop its last query row there.
 # It runs wherever a GPU runs the gfx942 programs (cross-target on the H200, natively on MI300X).
-SHIPPING_DEFECT = "register_store_skips_last_row"
+SHIPPING_DEFECT = PrefillDefect.REGISTER_STORE_SKIPS_LAST_ROW
 SHIPPING_CONFIGS = configs_for(SHIPPING_TARGET, 128)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tilegate.artifacts.writer import PERF_DIR
 from tilegate.harness.perf import driver as perf
+from tilegate.testing import skips
 
 
 def gpu_perf(test):
@@ -40,7 +41,7 @@ def test_speed_ratios_within_baseline(request, platform, perf_runs, artifacts_di
         return
     baseline = perf.load_baseline(device)
     if baseline is None:
-        pytest.skip(f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with --update-perf-baseline")
+        skips.missing(f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with --update-perf-baseline")
     problems = perf.regressions(perf_runs[0], baseline["records"])
     assert not problems, f"slower than {device}'s baseline:\n" + "\n".join(map(str, problems))
 

@@ -21,6 +21,7 @@ from tilegate.harness.perf import driver as perf
 from tilegate.harness.sglang import bench as sglang_bench
 from tilegate.harness.sglang.driver import EngineRun
 from tilegate.platform import detect
+from tilegate.testing import skips
 
 pytestmark = [pytest.mark.gpu, pytest.mark.sglang, pytest.mark.slow, pytest.mark.deadline(2400),
               pytest.mark.xdist_group("perf")]
@@ -84,7 +85,7 @@ def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, 
         return
     baseline = (perf.load_baseline(device) or {}).get("records", {})
     if not any(perf.key(r) in baseline for r in doc["records"]):
-        pytest.skip(f"no serving baseline for {device}: table in {artifacts_dir / PERF_DIR / 'serving.md'}; "
+        skips.missing(f"no serving baseline for {device}: table in {artifacts_dir / PERF_DIR / 'serving.md'}; "
                     "record one with -m perf --update-perf-baseline")
     problems = perf.regressions(doc, baseline)
     assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(map(str, problems))

@@ -23,9 +23,10 @@ from tilegate.fixtures import stress_cases as cases
 from tilegate.harness.stress import CompetingCopies, StressPass, cuda_source_shows, repeat_bitwise
 from tilegate.harness.stress_workloads import workload
 from tilegate.kernels.configs import EXTEND_TABLES, TARGETS, asynchronous_paths, configs_for
-from tilegate.kernels.paged_extend import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
+from tilegate.kernels.defects import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
 from tilegate.kernels.registry import KERNELS, KernelSpec
 from tilegate.platform import detect, local_target
+from tilegate.testing import skips
 from tilegate.testing.precompile import kind_builds
 
 # Repeats per pass, from the H200 (docs/gpu-tiers.md, "Stress"): the rarest planted race
@@ -94,7 +95,7 @@ def _asynchronous_build(case: cases.StressCase, cfg) -> tuple[str, ...]:
     """The paths the build for this GPU takes (none: a one-line skip); on CUDA each must show in its source."""
     paths = asynchronous_paths(case.kind, cfg, local_target())
     if not paths:
-        pytest.skip(f"{cfg.name} built for {local_target()} has no asynchronous path")
+        skips.missing(f"{cfg.name} built for {local_target()} has no asynchronous path")
     if detect().kind == "cuda":
         source = runtime.compiled(_spec(case).factory, case.shape, cfg).get_kernel_source()
         missing = [p for p in paths if not cuda_source_shows(p, source)]
@@ -132,7 +133,8 @@ def _planted_params() -> list:
         builds = (*kind_builds("extend", case.shape, cfg), *kind_builds("extend", case.shape, cfg, defect=defect))
         marks = [pytest.mark.builds(*builds), pytest.mark.config_target(target),
                  pytest.mark.xdist_group(f"extend-{target}-{case.shape.name}-{name}")]
-        params.append(pytest.param(case, cfg, defect, id=f"{defect}-{target}-{name}", marks=marks))
+        test_id = f"{defect.value}-{target}-{name}"
+        params.append(pytest.param(case, cfg, defect, id=test_id, marks=marks))
     return params
 
 
@@ -141,7 +143,7 @@ def _planted_passes(case, cfg, defect, competitor, artifacts_dir, request):
     work = workload(case, cfg, DEVICE, defect)
     first = work.launch().clone()
     verdict = work.judge(first)
-    record = {"kernel": f"{case.kind} ({defect})", "config": cfg.name,
+    record = {"kernel": f"{case.kind} ({defect.value})", "config": cfg.name,
               "target": _config_table(request.node.iter_markers()), "first_within_bound": verdict.passed}
     return verdict, _stress(work, first, f"{PLANTED}-{request.node.callspec.id}", record, competitor, artifacts_dir)
 

@@ -27,6 +27,10 @@ PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt
 STRESS_DIR = "stress"
 FOREIGN_DIR = "foreign"  # kernels the gate did not write: provenance and known findings
 JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
+# a developer's runs (tilegate/testing/run_records.py): artifacts/runs/<time>-<pid>/, and the link
+# artifacts/latest to the newest
+RUNS, LATEST = "runs", "latest"
+RUN_NAME = re.compile(r"\d{8}T\d{6}-\d+")
 PLANTED = "planted"  # in the name of every planted-bug record: it must fail
 
 
@@ -297,3 +301,22 @@ class ForeignRecord(Record):
 
         return cls(kernel.name, source=kernel.provenance.label, sha256=kernel.provenance.sha256(),
                    findings=[{"rules": sorted(f.rules), "reason": f.reason, **scope(f)} for f in kernel.findings])
+
+
+def latest_run(root: Path) -> Path | None:
+    """The run folder ``root/latest`` names, read as text (a link is never followed): None when it
+    is missing or names anything but a folder of ``root/runs``."""
+    try:
+        target = os.readlink(root / LATEST)
+    except OSError:
+        return None
+    name = target.removeprefix(f"{RUNS}/")
+    if target != f"{RUNS}/{name}" or not RUN_NAME.fullmatch(name):
+        return None
+    return root / RUNS / name
+
+
+def run_folder(root: Path) -> Path:
+    """The folder a reader of ``root`` wants: the run ``root/latest`` names, else ``root`` itself (a
+    run folder named by --artifacts)."""
+    return latest_run(root) or root

@@ -19,12 +19,14 @@ FLAVOURS = {"bfloat16": (32, 128, "sparse_mla_fwd_decode_partial"), "float8_e4m3
 
 def _problems(dtype: str) -> tuple[Problem, ...]:
     short = {"bfloat16": "bf16", "float8_e4m3": "fp8"}[dtype]
-    return tuple(Problem(f"h{h}-d576-top{TOPK}-{short}", dtype, D + TAIL, "sparse-topk", (h, D, TAIL, TOPK),
-                         params(heads=h, topk=TOPK)) for h in HEADS)
+    return tuple(Problem(f"h{h}-d576-top{TOPK}-{short}", dtype=dtype, head_dim=D + TAIL,
+                         mask="sparse-topk", args=(h, D, TAIL, TOPK),
+                         shape=params(heads=h, topk=TOPK)) for h in HEADS)
 
 
 def _split(block_i: int, threads: int, inner: int) -> Config:
-    return Config(f"bi{block_i}-it{inner}", params(block_I=block_i, inner_iter=inner, threads=threads), threads)
+    return Config(f"bi{block_i}-it{inner}",
+                  kwargs=params(block_I=block_i, inner_iter=inner, threads=threads), threads=threads)
 
 
 def partial_lds(p: Problem, c: Config) -> int:
@@ -59,11 +61,15 @@ def triton_peer(x, stored):
 
 
 def _partial(name: str, dtype: str, caps: Capabilities, its: tuple[int, ...], block_i: int, threads: int):
-    return ForeignKernel(name, SOURCE, FLAVOURS[dtype][2], {"gfx942": tuple(_split(block_i, threads, i) for i in its)},
-                         _problems(dtype), caps, IsaExpectations(dtype if dtype == "bfloat16" else "float8_e4m3fnuz",
-                                                                 True, 1.0),
-                         partial_lds, HIP, DSA_FINDINGS.get(name, ()), family="sparse-mla", launcher=launch,
-                         peer=triton_peer, kv_format=dtype, gpu_shape=(16, TOPK, D + TAIL, D))
+    mfma = dtype if dtype == "bfloat16" else "float8_e4m3fnuz"
+    return ForeignKernel(
+        name=name, provenance=SOURCE, factory=FLAVOURS[dtype][2],
+        configs={"gfx942": tuple(_split(block_i, threads, i) for i in its)},
+        problems=_problems(dtype), capabilities=caps,
+        isa=IsaExpectations(mfma_input=mfma, wide_global_loads=True, min_waves_per_simd=1.0),
+        lds_estimate=partial_lds, target_globals=HIP, findings=DSA_FINDINGS.get(name, ()),
+        family="sparse-mla", launcher=launch, peer=triton_peer, kv_format=dtype,
+        gpu_shape=(16, TOPK, D + TAIL, D))
 
 
 def combine_lds(p: Problem, c: Config) -> int:
@@ -71,13 +77,20 @@ def combine_lds(p: Problem, c: Config) -> int:
 
 
 # the combine after each partial: its top-k is the partial's groups times block_I (NI = groups)
-COMBINE_CONFIGS = tuple(Config(f"bi{b}-ni{ni}", params(topk=ni * b, head_per_block=4, block_I=b, threads=t), t)
-                        for b, t, groups in ((32, 128, (64, 32, 1)), (64, 256, (32, 1))) for ni in groups)
+COMBINE_CONFIGS = tuple(
+    Config(f"bi{b}-ni{ni}", kwargs=params(topk=ni * b, head_per_block=4, block_I=b, threads=t),
+           threads=t)
+    for b, t, groups in ((32, 128, (64, 32, 1)), (64, 256, (32, 1))) for ni in groups)
+COMBINE_PROBLEMS = tuple(Problem(f"h{h}-dv512-bf16", dtype="bfloat16", head_dim=D + TAIL,
+                                 mask="sparse-topk", args=(h, D), shape=params(heads=h))
+                         for h in HEADS)
 KERNELS = [
     _partial("sglang-dsa-partial", "bfloat16", CAPS, (1, 2, 64), 32, 128),
     _partial("sglang-dsa-partial-fp8", "float8_e4m3", FP8_CAPS, (1, 32), 64, 256),
-    ForeignKernel("sglang-dsa-combine", SOURCE, "sparse_mla_fwd_decode_combine", {"gfx942": COMBINE_CONFIGS},
-                  tuple(Problem(f"h{h}-dv512-bf16", "bfloat16", D + TAIL, "sparse-topk", (h, D), params(heads=h))
-                        for h in HEADS), CAPS, IsaExpectations(None, False, 1.0), combine_lds, HIP,
-                  DSA_FINDINGS.get("sglang-dsa-combine", ())),
+    ForeignKernel(
+        name="sglang-dsa-combine", provenance=SOURCE, factory="sparse_mla_fwd_decode_combine",
+        configs={"gfx942": COMBINE_CONFIGS}, problems=COMBINE_PROBLEMS, capabilities=CAPS,
+        isa=IsaExpectations(mfma_input=None, wide_global_loads=False, min_waves_per_simd=1.0),
+        lds_estimate=combine_lds, target_globals=HIP,
+        findings=DSA_FINDINGS.get("sglang-dsa-combine", ())),
 ]

@@ -15,8 +15,12 @@ HEADS = (64, 128)
 CAPS = Capabilities(dtypes=("v4-fp8",), head_dims=(NOPE + ROPE,), masks=("sparse-topk",),
                     compile_time=("heads", "topk", "page"), features=("sink", "topk-length"))
 COMBINE_CAPS = Capabilities(dtypes=("v4-fp8",), head_dims=(NOPE + ROPE,), masks=("sparse-topk",), compile_time=("heads",))
-PROBLEMS = tuple(Problem(f"h{h}-d512-top{TOPK}-page{PAGE}", "v4-fp8", NOPE + ROPE, "sparse-topk", (h, TOPK, PAGE),
-                         params(heads=h, topk=TOPK, page=PAGE)) for h in HEADS)
+PROBLEMS = tuple(Problem(f"h{h}-d512-top{TOPK}-page{PAGE}", dtype="v4-fp8", head_dim=NOPE + ROPE,
+                         mask="sparse-topk", args=(h, TOPK, PAGE),
+                         shape=params(heads=h, topk=TOPK, page=PAGE)) for h in HEADS)
+COMBINE_PROBLEMS = tuple(Problem(f"h{h}-d512-sink", dtype="v4-fp8", head_dim=NOPE + ROPE,
+                                 mask="sparse-topk", args=(h,), shape=params(heads=h))
+                         for h in HEADS)
 GROUPS = TOPK // BLOCK_I
 
 
@@ -46,18 +50,26 @@ def triton_peer(x, stored):
     return out[0]
 
 
-PARTIAL_CONFIGS = tuple(Config(f"bi{BLOCK_I}-it{i}", params(block_I=BLOCK_I, inner_iter_1=i, num_stages=1, threads=128), 128)
-                        for i in (1, GROUPS))
-COMBINE_CONFIGS = tuple(Config(f"groups{g}", params(n_groups_1=g, block_I=BLOCK_I, inner_iter_1=GROUPS // g,
-                                                    head_per_block=4, threads=256, use_attn_sink=True), 256)
-                        for g in (GROUPS, 1))
+PARTIAL_CONFIGS = tuple(
+    Config(f"bi{BLOCK_I}-it{i}",
+           kwargs=params(block_I=BLOCK_I, inner_iter_1=i, num_stages=1, threads=128), threads=128)
+    for i in (1, GROUPS))
+COMBINE_CONFIGS = tuple(
+    Config(f"groups{g}", kwargs=params(n_groups_1=g, block_I=BLOCK_I, inner_iter_1=GROUPS // g,
+                                       head_per_block=4, threads=256, use_attn_sink=True),
+           threads=256)
+    for g in (GROUPS, 1))
 KERNELS = [
-    ForeignKernel("sglang-dsv4-fp8-partial", SOURCE, "dpsk_v4_fp8_partial_kernel", {"gfx942": PARTIAL_CONFIGS},
-                  PROBLEMS, CAPS, IsaExpectations("bfloat16", True, 1.0), partial_lds,
-                  findings=DSV4_FINDINGS.get("sglang-dsv4-fp8-partial", ()), family="sparse-mla", launcher=launch,
-                  kv_format="v4-fp8", gpu_shape=(64, TOPK, NOPE + ROPE, NOPE + ROPE), peer=triton_peer),
-    ForeignKernel("sglang-dsv4-combine", SOURCE, "dpsk_v4_combine_kernel", {"gfx942": COMBINE_CONFIGS},
-                  tuple(Problem(f"h{h}-d512-sink", "v4-fp8", NOPE + ROPE, "sparse-topk", (h,), params(heads=h))
-                        for h in HEADS), COMBINE_CAPS, IsaExpectations(None, False, 1.0), combine_lds,
-                  findings=DSV4_FINDINGS.get("sglang-dsv4-combine", ())),
+    ForeignKernel(
+        name="sglang-dsv4-fp8-partial", provenance=SOURCE, factory="dpsk_v4_fp8_partial_kernel",
+        configs={"gfx942": PARTIAL_CONFIGS}, problems=PROBLEMS, capabilities=CAPS,
+        isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
+        lds_estimate=partial_lds, findings=DSV4_FINDINGS.get("sglang-dsv4-fp8-partial", ()),
+        family="sparse-mla", launcher=launch, kv_format="v4-fp8",
+        gpu_shape=(64, TOPK, NOPE + ROPE, NOPE + ROPE), peer=triton_peer),
+    ForeignKernel(
+        name="sglang-dsv4-combine", provenance=SOURCE, factory="dpsk_v4_combine_kernel",
+        configs={"gfx942": COMBINE_CONFIGS}, problems=COMBINE_PROBLEMS, capabilities=COMBINE_CAPS,
+        isa=IsaExpectations(mfma_input=None, wide_global_loads=False, min_waves_per_simd=1.0),
+        lds_estimate=combine_lds, findings=DSV4_FINDINGS.get("sglang-dsv4-combine", ())),
 ]

@@ -1,15 +1,20 @@
 """What an adapter declares about a kernel the gate did not write, as typed records.
 
-An adapter module (at most about 80 lines) builds one ``ForeignKernel`` per kernel: where its source
-comes from, its factory and tile configs per target, the problems it is built for, what it can do,
-what its ISA should show, the findings already known, and (for the GPU tiers) its launcher and the
-family of cases and reference it is judged by. The gate's tiers read nothing else.
+An adapter module (about 100 lines at most) builds one ``ForeignKernel`` per kernel: where its
+source comes from, its factory and tile configs per target, the problems it is built for, what it
+can do, what its ISA should show, the findings already known, and (for the GPU tiers) its launcher
+and the family of cases and reference it is judged by. The gate's tiers read nothing else.
+
+The records take keywords only, so that an adapter says what each value is:
+``IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0)``.
+A ``Problem`` and a ``Config`` take their name, a label, first:
+``Config("m64n64", kwargs=params(block_m=64, block_n=64), threads=128)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from tilegate.foreign.provenance import Provenance
@@ -25,7 +30,7 @@ def params(**kwargs: Any) -> Params:
     return tuple(sorted(kwargs.items()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What the kernel takes. Every value of the gate's axes (tilegate.foreign.axes) left out here is
     a named skip; every value named here must be built by some declared problem."""
@@ -37,7 +42,7 @@ class Capabilities:
     features: tuple[str, ...] = ()  # optional inputs it takes: "sink", "topk-length"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IsaExpectations:
     """What the gfx942 code object should show."""
 
@@ -50,7 +55,8 @@ class IsaExpectations:
 class Problem:
     """One compile-time problem: ``args`` go to the factory before the config's keywords."""
 
-    name: str
+    name: str  # the label in test ids: the one field given by position
+    _: KW_ONLY
     dtype: str
     head_dim: int
     mask: str
@@ -62,12 +68,13 @@ class Problem:
 class Config:
     """One tile config: the factory's keyword arguments, and the threads it launches."""
 
-    name: str
+    name: str  # the label in test ids: the one field given by position
+    _: KW_ONLY
     kwargs: Params
     threads: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """A defect the gate already found, run as a strict expected failure (red once it is fixed).
     An ISA finding names the rules (Violation.rule) a build breaks, exactly, for the problems and
@@ -111,7 +118,7 @@ class Finding:
                 and bool(self.rules & {rule, "lowering"}))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ForeignKernel:
     name: str
     provenance: Provenance

@@ -33,6 +33,7 @@ from tilegate.foreign.discover import discover, origin_of
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.foreign.verdicts import KnownFinding, isa_metrics, judge_build, judge_case, lowering_finding, over_budget
 from tilegate.gfx942.isa_checks import check_all, check_lds_read_width, check_min_waves
+from tilegate.testing.skips import missing, nothing_to_run
 
 TARGET = "gfx942"
 # The gate's axes: what its families and ISA rules can judge. Values a kernel leaves out are named skips.
@@ -62,8 +63,8 @@ def _build_param(case: ForeignCase, compiling: bool):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kernels = selected(metafunc.config)
-    none = [pytest.param(None, marks=pytest.mark.skip(reason="no foreign kernel named: a tilegate.kernels entry point, "
-                                                             "--tilegate-kernels=MODULE or tilegate_kernels in the ini"))]
+    none = [nothing_to_run("no foreign kernel named: a tilegate.kernels entry point, "
+                           "--tilegate-kernels=MODULE or tilegate_kernels in the ini")]
     if "foreign_kernel" in metafunc.fixturenames:
         metafunc.parametrize("foreign_kernel", [pytest.param(k, id=k.name) for k in kernels] or none)
     if "foreign_axis" in metafunc.fixturenames:
@@ -74,8 +75,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("foreign_case", [_build_param(c, compiling) for k in kernels for c in cases(k, TARGET)] or none)
     if "foreign_gpu_case" in metafunc.fixturenames:
         if kernels and not any(k.family for k in kernels):
-            none = [pytest.param(None, marks=pytest.mark.skip(reason="no named foreign kernel has a GPU family "
-                                                                     "(ForeignKernel.family): CPU tiers only"))]
+            none = [nothing_to_run("no named foreign kernel has a GPU family (ForeignKernel.family): CPU tiers only")]
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
         wanted = DETERMINISM_CASES if rule == "determinism" else None
         metafunc.parametrize("foreign_gpu_case", [
@@ -85,7 +85,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _skip_if_missing(kernel: ForeignKernel) -> None:
     if reason := kernel.provenance.missing_reason():
-        pytest.skip(f"{kernel.name}: {reason}")
+        missing(f"{kernel.name}: {reason}")
 
 
 @pytest.mark.compile
@@ -102,7 +102,7 @@ def test_foreign_capabilities(foreign_axis):
     caps = kernel.capabilities
     declared = {"dtype": caps.dtypes, "head_dim": caps.head_dims, "mask": caps.masks, "feature": caps.features}[axis]
     if value not in declared:
-        pytest.skip(f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: {', '.join(map(str, declared))})")
+        missing(f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: {', '.join(map(str, declared))})")
     if axis == "feature":
         used = [c for c in gpu.family_cases(kernel) if gpu.family.FEATURE_OF.get(c.kind) == value]
     else:
@@ -148,7 +148,7 @@ def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
     kernel, case = foreign_gpu_case
     _skip_if_missing(kernel)
     if reason := gpu.feature_missing(kernel, case):
-        pytest.skip(reason)
+        missing(reason)
     prepared = gpu.prepare(kernel, case)
     outs = [_run_known(kernel, case.name, "numerics", prepared)] + [gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)]
     ref, base = gpu.reference(prepared), gpu.baseline(kernel, prepared)
@@ -199,7 +199,7 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
 
     _skip_if_missing(foreign_kernel)
     if foreign_kernel.family is None:
-        pytest.skip(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
+        missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
     runnable = child_cases(foreign_kernel, SANITIZED_CASES[tool])
     if not runnable:
         pytest.xfail(f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to sanitize")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from tilegate.fixtures.stress_cases import StressCase, dense_inputs, paged_inputs
+from tilegate.kernels.defects import Defect
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import Verdict, judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
@@ -26,13 +27,15 @@ class StressWorkload:
     judge: Callable[[torch.Tensor], Verdict]
 
 
-def workload(case: StressCase, cfg, device: str, defect: str | None = None) -> StressWorkload:
+def workload(case: StressCase, cfg, device: str, defect: Defect | None = None) -> StressWorkload:
+    """``defect`` is planted in the case's kernel, which refuses one of another family's enumeration
+    (prefill: PrefillDefect, extend: ExtendDefect, decode: CombineDefect)."""
     if case.kind == "flash_fwd":
         return _prefill(case, cfg, device, defect)
     return _paged(case, cfg, device, defect)
 
 
-def _prefill(case: StressCase, cfg, device: str, defect: str | None) -> StressWorkload:
+def _prefill(case: StressCase, cfg, device: str, defect) -> StressWorkload:
     s = case.shape
     q, k, v = dense_inputs(case, device)
     out = torch.empty_like(q)
@@ -45,7 +48,7 @@ def _prefill(case: StressCase, cfg, device: str, defect: str | None) -> StressWo
                                                   ref_attention_lowp(q, k, v, causal=s.causal)))
 
 
-def _paged(case: StressCase, cfg, device: str, defect: str | None) -> StressWorkload:
+def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
     decode = case.kind == "decode"
     batch = paged_inputs(case, device)
     args = batch.args(decode)

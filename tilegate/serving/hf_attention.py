@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from tilegate.kernels.configs import default_config
+from tilegate.kernels.defects import CombineDefect, ExtendDefect, PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.dtypes import dtype_name
@@ -22,9 +23,9 @@ from tilegate.runtime import flash_attention
 ATTN_IMPLEMENTATION = "tilegate"
 
 
-def attention_function(defect: str | None = None):
+def attention_function(defect: PrefillDefect | None = None):
     """transformers' attention signature over the kernel. ``defect`` builds the kernel with a
-    planted bug (flash_fwd's DEFECTS): the gate's sensitivity tests register such twins."""
+    planted bug (a PrefillDefect): the gate's sensitivity tests register such twins."""
 
     def tilegate_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                            is_causal=None, **kwargs):
@@ -45,11 +46,12 @@ def attention_function(defect: str | None = None):
     return tilegate_attention
 
 
-def paged_attention_function(extend_defect: str | None = None, combine_defect: str | None = None):
+def paged_attention_function(extend_defect: ExtendDefect | None = None,
+                             combine_defect: CombineDefect | None = None):
     """transformers' attention signature over SGLang's paged kernels: the cached keys and values
     become a one-request token pool (req_to_token = 0..seq_k-1), prompts and cached-prefix
     extends run the paged extend kernel, single-token steps the split-KV decode. Batch 1 only.
-    The defects plant paged_extend's EXTEND_DEFECTS and the combine step's COMBINE_DEFECTS."""
+    The defects plant an ExtendDefect in paged_extend and a CombineDefect in the combine step."""
     import torch
 
     from tilegate.serving import paged

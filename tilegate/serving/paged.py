@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, default_config
+from tilegate.kernels.defects import CombineDefect, ExtendDefect
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend as paged_extend_factory
 from tilegate.kernels.problem import AttentionShape
@@ -57,9 +58,10 @@ def _output(out: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None, out=None):
+def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
+                 defect: ExtendDefect | None = None, out=None):
     """Paged extend over a prepared batch: no value is read back to the host. ``out`` (q's shape)
-    may be given. ``defect`` plants one of the extend kernel's EXTEND_DEFECTS (sensitivity tests only)."""
+    may be given. ``defect`` plants an ExtendDefect (sensitivity tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if meta.extend_lens is None:
         raise ValueError("extend_batch needs a batch from prepare_extend")
@@ -72,9 +74,11 @@ def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, de
     return out
 
 
-def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None, defect: str | None = None, out=None):
+def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
+                 defect: CombineDefect | None = None, out=None):
     """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe). ``out``
-    (q's shape) may be given. ``defect`` plants one of the combine step's COMBINE_DEFECTS (sensitivity tests only)."""
+    (q's shape) may be given. ``defect`` plants a CombineDefect in the combine step (sensitivity
+    tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")

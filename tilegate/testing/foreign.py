@@ -29,14 +29,23 @@ def add_options(parser: pytest.Parser) -> None:
 def add_tiers(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Collect tilegate.foreign.tiers into a kernel repository's run that names foreign kernels."""
     config = session.config
-    if config.rootpath == REPO_ROOT or any(_from_tiers(item) for item in items):
+    if config.rootpath == REPO_ROOT or any(_from_tiers(item) for item in items) or not _names_any(config):
         return
-    from tilegate.foreign import tiers
+    from tilegate.foreign import tiers  # imports torch: only a run that names kernels pays for it
 
     if not tiers.selected(config):
         return
     module = pytest.Module.from_parent(session, path=Path(tiers.__file__))
     items.extend(session.genitems(module))
+
+
+def _names_any(config: pytest.Config) -> bool:
+    from importlib.metadata import entry_points
+
+    from tilegate.foreign.discover import ENTRY_POINT_GROUP
+
+    return bool(config.getini("tilegate_kernels") or config.getoption("tilegate_kernels")
+                or entry_points(group=ENTRY_POINT_GROUP))
 
 
 def _from_tiers(item: pytest.Item) -> bool:

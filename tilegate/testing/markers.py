@@ -24,6 +24,8 @@ MARKERS = (
     'gate\'s test image (scripts/install-container-runtime.sh)',
     'llama3: needs a local Meta-Llama-3 checkpoint (--llama3-path or TILEGATE_LLAMA3_PATH)',
     'slow: long sequences or big builds',
+    'nested: runs the gate again in another environment (a venv, a wheel install, a shard); opt-in: -m nested '
+    '(.ci/run runs them after the README\'s test command)',
     'sanitize: kernels under compute-sanitizer (memcheck, racecheck, initcheck, synccheck); opt-in: -m sanitize',
     'stress: races on the asynchronous paths: every async config launched hundreds of times on full pipelines, '
     'bit for bit against the first launch, alone and beside a copy stream (GPU); opt-in: -m stress',

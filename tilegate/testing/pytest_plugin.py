@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.testing import foreign, gpu_workers
+from tilegate.testing import foreign, gpu_workers, run_records
 
 # An xdist worker takes its GPU before anything below can initialise the device.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     gpu_workers.pin_worker(os.environ["PYTEST_XDIST_WORKER"])
 
 from tilegate import tilelang_versions
-from tilegate.artifacts.writer import clear_run_artifacts
+from tilegate.artifacts.writer import JUNIT_DIR
 from tilegate.paths import REPO_ROOT
 from tilegate.platform import detect
 from tilegate.testing.markers import MARKERS
@@ -39,7 +39,7 @@ from tilegate.testing.pytest_fixtures import (  # noqa: F401  (fixtures: pytest 
     sglang_engines,
     update_golden,
 )
-from tilegate.testing.skips import skip_reason
+from tilegate.testing.skips import missing, skip_reason
 from tilegate.testing.tiers import check_folders
 from tilegate.testing.watchdog import Deadline, dump_stacks_on_sigusr1, report_path, reports
 
@@ -88,9 +88,9 @@ def pytest_report_header(config: pytest.Config) -> str:
             f"(supported: {', '.join(tilelang_versions.SUPPORTED)}; ISA golden snapshots per version)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads the JUnit path
 def pytest_configure(config: pytest.Config) -> None:
-    if config.option.artifacts is None:  # the invoking project's folder, never the gate checkout's by default
-        config.option.artifacts = str(config.rootpath / "artifacts")
+    _choose_run_folder(config)
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     config.stash[NO_GPU_TEST_PASSED] = False
@@ -111,10 +111,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return gpu_workers.workers_for(gpu_workers.controller_setup())
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    controller = getattr(session.config, "workerinput", None) is None  # once per run
-    if controller and not session.config.getoption("--keep-artifacts"):
-        clear_run_artifacts(Path(session.config.getoption("--artifacts")))
+def _choose_run_folder(config: pytest.Config) -> None:
+    """The run's records folder (run_records.py), in ``--artifacts`` for every reader; every run that
+    is not a collection writes its JUnit XML there, unless ``--junitxml`` names another path."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        config.option.artifacts = worker[run_records.WORKER_KEY]
+        return
+    folder = run_records.decide(config, config.option.artifacts)
+    config.option.artifacts = str(folder)
+    # the pytest runs this one starts write under it, never where this one does
+    os.environ.pop("TILEGATE_ARTIFACTS", None)
+    os.environ[run_records.PARENT_ENV] = str(folder)
+    if not config.option.collectonly and not config.option.xmlpath:
+        config.option.xmlpath = str(folder / JUNIT_DIR / "pytest.xml")
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook
+def pytest_configure_node(node) -> None:
+    node.workerinput[run_records.WORKER_KEY] = node.config.option.artifacts
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection: no test starts meanwhile
@@ -207,7 +222,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"hung earlier in this run and was ended by the watchdog ({hung}): not run again", pytrace=False)
     reason = skip_reason(item)
     if reason:
-        pytest.skip(reason)
+        missing(reason)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -1,4 +1,8 @@
-"""The one place that decides skips, from a test's markers and the platform.
+"""The one place that decides skips. Before a test starts, ``skip_reason`` decides from its markers
+and the platform; a test that can know only once it runs (no baseline recorded for this device, a
+config with no asynchronous path, a case its adapter's capabilities leave out) calls ``missing``, and
+a parametrisation with nothing to run gives ``nothing_to_run``. No other code skips
+(suite/library/test_readme_rules.py checks it). Each reason is one line naming what is missing.
 
   gpu    needs a ROCm or CUDA device
   rocm   needs a gfx942 (MI300X) device under ROCm
@@ -11,6 +15,7 @@
   config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T,
          and gfx942's on every GPU that has a table (tilegate.platform.SHIPPING_TARGET: its programs lowered for it)
   sanitize, stress, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
+  nested  the gate run again in another environment (minutes of CPU): only when -m names it
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
 the install command in it.
 """
@@ -18,6 +23,7 @@ the install command in it.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import pytest
 
@@ -33,6 +39,8 @@ def skip_reason(item: pytest.Item) -> str | None:
     for tier in OPT_IN_TIERS:
         if item.get_closest_marker(tier) and tier not in (item.config.getoption("markexpr") or ""):
             return f"opt-in tier: select it with -m {tier}"
+    if item.get_closest_marker("nested") and "nested" not in (item.config.getoption("markexpr") or ""):
+        return "opt-in nested run (another environment): select it with -m nested"
     if item.get_closest_marker("rocm") and not _on_mi300x():
         return f"no gfx942 ROCm device (have {detect().describe()}): gfx942 runtime checks need an MI300X runner"
     if item.get_closest_marker("cuda") and detect().kind != "cuda":
@@ -82,3 +90,15 @@ def _input_missing(item: pytest.Item) -> str | None:
             return gpu_missing_reason(sys.executable, on_mi300x=_on_mi300x())
         return missing_reason()  # only a missing venv skips; a broken one fails the tests
     return None
+
+
+def missing(what: str) -> NoReturn:
+    """Skip the running test: ``what`` it needs is missing here (one line, as the markers' reasons)."""
+    if "\n" in what:
+        raise ValueError(f"a skip reason is one line: {what!r}")
+    raise pytest.skip.Exception(what)  # what pytest.skip raises, typed for NoReturn
+
+
+def nothing_to_run(what: str):
+    """A parametrisation's one case when it has nothing to run, skipped with ``what`` is missing."""
+    return pytest.param(None, marks=pytest.mark.skip(reason=what))

@@ -84,3 +84,9 @@ def check_folders(suite: Path, items: list[pytest.Item]) -> None:
             problems.append(f"{item.nodeid}: marked {', '.join(stray)}, but its folder is the {tier.name} tier")
     if problems:
         raise pytest.UsageError("the suite's tier folders and markers disagree:\n  " + "\n  ".join(problems))
+
+
+def readme_table() -> list[str]:
+    """The README's tier table: each tier's folder (its marker), question and needs."""
+    rows = [f"| [`suite/{t.name}/`](suite/{t.name}/) | {t.question} | {t.needs} |" for t in TIERS]
+    return ["| tier folder = marker | question | needs |", "| --- | --- | --- |", *rows]

@@ -26,6 +26,7 @@ from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
 from tilegate.harness.perf import protocol
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
 from tilegate.serving import paged
@@ -92,7 +93,7 @@ def _record(family, case, cfg, mine, theirs, work, unit) -> dict:
             "ratio": statistics.median(ratios), "ratio_spread": (max(ratios) - min(ratios)) / statistics.median(ratios)}
 
 
-def prefill(defect: str | None) -> list[dict]:
+def prefill(defect: PrefillDefect | None) -> list[dict]:
     q_heads, kv_heads = LLAMA3_8B
     out, g = [], torch.Generator(device="cuda").manual_seed(0)
     for seq, causal in PREFILL:
@@ -195,7 +196,8 @@ def copy_gbps() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--defect", help="a planted flash_fwd defect (prefill only): extra_exp")
+    parser.add_argument("--defect", type=PrefillDefect,
+                        help="a planted flash_fwd defect (prefill only): extra_exp")
     parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args(argv)
     families = args.families.split(",")

@@ -25,6 +25,7 @@ from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.harness.sanitize import protocol
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect
 from tilegate.references.dtypes import TORCH_DTYPES
@@ -60,8 +61,8 @@ def _configs(head_dim: int, tables, first_only: bool, fewest_threads: bool = Fal
     return tuple(picked)
 
 
-def _prefill(head_dim: int, defect: str | None, first_only: bool, one: bool = False, lean: bool = False,
-             fewest_threads: bool = False) -> None:
+def _prefill(head_dim: int, defect: PrefillDefect | None, first_only: bool, one: bool = False,
+             lean: bool = False, fewest_threads: bool = False) -> None:
     g = torch.Generator().manual_seed(0)
     batch, heads = (LEAN_BATCH, LEAN_HEADS) if lean else (2, HEADS)
     for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one, fewest_threads):
@@ -91,7 +92,10 @@ def _paged(family: str, head_dim: int, first_only: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("family", choices=FAMILIES)
-    parser.add_argument("--defect", help="a planted flash_fwd defect (prefill only)")
+    # a misspelt name: PrefillDefect raises ValueError, which argparse reports as an invalid value
+    defects = ", ".join(PrefillDefect)
+    parser.add_argument("--defect", type=PrefillDefect, metavar="DEFECT",
+                        help=f"a planted flash_fwd defect (prefill only): {defects}")
     parser.add_argument("--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)")
     parser.add_argument("--asan", action="store_true", help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)")
     parser.add_argument("--first-config", action="store_true", help="only each table's first config")

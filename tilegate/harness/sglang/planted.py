@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilegate.kernels.defects import CombineDefect, ExtendDefect
+
 REFERENCE = "tilelang-reference"  # the production adapter over the kernels' FP32 torch reference
 
 
@@ -13,8 +15,9 @@ REFERENCE = "tilelang-reference"  # the production adapter over the kernels' FP3
 class PlantedBug:
     scale_factor: float = 1.0  # the softmax scale, multiplied
     decode_len_shift: int = 0  # each decode query misses its last keys
-    extend_defect: str | None = None  # planted in the extend kernel (kernels/paged_extend.py)
-    combine_defect: str | None = None  # planted in the decode combine (kernels/paged_decode.py)
+    # planted in the extend kernel, the decode combine (kernels/defects.py)
+    extend_defect: ExtendDefect | None = None
+    combine_defect: CombineDefect | None = None
 
 
 # the reference adapter's bugs: the CPU comparisons' self-test
@@ -27,6 +30,6 @@ REFERENCE_BUGS = {
 KERNEL_BUGS = {
     "stale_kv": PlantedBug(decode_len_shift=1),
     "scale10": PlantedBug(scale_factor=1.1),
-    "prefix_off_by_one": PlantedBug(extend_defect="prefix_off_by_one"),
-    "drop_smallest_split": PlantedBug(combine_defect="drop_smallest_split"),
+    "prefix_off_by_one": PlantedBug(extend_defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+    "drop_smallest_split": PlantedBug(combine_defect=CombineDefect.DROP_SMALLEST_SPLIT),
 }

@@ -10,9 +10,9 @@ production one (tilegate.harness.sglang.protocol.child_env) and names a marker f
                                   a marker (``batch`` records: what the kernels were given)
   tilelang-planted-BUG            the production kernels with a planted bug (GPU): stale_kv (each
                                   decode query misses its own key), scale10 (softmax scale x1.1),
-                                  prefix_off_by_one (the extend kernel's EXTEND_DEFECTS: rows after
+                                  prefix_off_by_one (the extend kernel's ExtendDefect: rows after
                                   a cached prefix misplaced), drop_smallest_split (the decode
-                                  combine's COMBINE_DEFECTS)
+                                  combine's CombineDefect)
   tilelang-reference              the production adapter over the kernels' FP32 torch reference
                                   (tilegate.references.paged): SGLang's CPU engine can serve it
   tilelang-reference-planted-BUG  the same with a planted bug, the CPU comparisons' self-test:

@@ -1,0 +1,89 @@
+"""Planted defects are typed (kernels/defects.py): each member plants something in its own
+kernel, a misspelling fails where it is written, and no kernel takes another family's defect or a
+bare name. Building the prim_func is enough here (a fraction of a second); lowering is the
+compile tier's."""
+
+import functools
+import json
+
+import pytest
+
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
+from tilegate.kernels.defects import (
+    PREFETCH_DEFECTS,
+    PREFILL_PASS_CONFIGS,
+    WARPGROUP_DEFECTS,
+    CombineDefect,
+    ExtendDefect,
+    PrefillDefect,
+)
+from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.paged_decode import paged_decode_combine
+from tilegate.kernels.paged_extend import paged_extend
+from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.registry import KERNELS, planted_pass_configs
+
+SHAPE = AttentionShape(32, 8, 128, True, "float16")
+FAMILIES = {flash_fwd: PrefillDefect, paged_extend: ExtendDefect,
+            paged_decode_combine: CombineDefect}
+TABLES = {flash_fwd: CONFIG_TABLES, paged_extend: EXTEND_TABLES,
+          paged_decode_combine: DECODE_TABLES}
+EACH_DEFECT = [pytest.param(f, d, id=d.value) for f, family in FAMILIES.items() for d in family]
+
+
+def _config(factory, defect=None):
+    """gfx942's first config (its register store is where register_store_skips_last_row lives), or
+    the first sm90 config with the asynchronous path an extend race is planted in."""
+    if defect in WARPGROUP_DEFECTS:
+        return next(c for c in EXTEND_TABLES["sm90"][128] if c.gather_warpgroup)
+    if defect in PREFETCH_DEFECTS:
+        return next(c for c in EXTEND_TABLES["sm90"][128] if c.prefetch_kv)
+    return TABLES[factory]["gfx942"][128][0]
+
+
+@functools.cache
+def _healthy(factory, cfg) -> str:
+    return factory(SHAPE, cfg).script()
+
+
+@pytest.mark.parametrize("factory, defect", EACH_DEFECT)
+def test_every_defect_plants_something_in_its_own_kernel(factory, defect):
+    cfg = _config(factory, defect)
+    assert factory(SHAPE, cfg, defect=defect).script() != _healthy(factory, cfg)
+
+
+@pytest.mark.parametrize("factory", FAMILIES)
+def test_a_healthy_call_is_the_plain_build(factory):
+    cfg = _config(factory)
+    assert factory(SHAPE, cfg, defect=None).script() == _healthy(factory, cfg)
+    assert planted_pass_configs(factory, None) == {}
+
+
+def test_a_misspelling_fails_where_it_is_written():
+    with pytest.raises(AttributeError):
+        PrefillDefect.RAEC  # noqa: B018  # in a module: at import
+    with pytest.raises(ValueError, match="'raec' is not a valid PrefillDefect"):
+        PrefillDefect("raec")  # a name from a command line or a file
+
+
+def test_a_kernel_refuses_another_family_and_bare_names():
+    other = "flash_fwd plants PrefillDefects, not the ExtendDefect 'prefix_off_by_one'"
+    with pytest.raises(TypeError, match=other):
+        flash_fwd(SHAPE, _config(flash_fwd), defect=ExtendDefect.PREFIX_OFF_BY_ONE)
+    with pytest.raises(TypeError, match="plants CombineDefects, not the PrefillDefect 'race'"):
+        paged_decode_combine(SHAPE, _config(paged_decode_combine), defect=PrefillDefect.RACE)
+    with pytest.raises(TypeError, match="pass ExtendDefect.PREFIX_OFF_BY_ONE"):
+        paged_extend(SHAPE, _config(paged_extend), defect="prefix_off_by_one")
+    # nor is a build given another kernel's pass configs
+    with pytest.raises(TypeError, match="not the CombineDefect"):
+        planted_pass_configs(flash_fwd, CombineDefect.DROP_SMALLEST_SPLIT)
+
+
+def test_a_defect_reads_as_the_name_builds_and_caches_are_keyed_on():
+    race = PrefillDefect.RACE
+    assert [race.value, str(race), f"{race}", json.loads(json.dumps(race))] == ["race"] * 4
+    assert race == "race" and hash(race) == hash("race")
+    assert planted_pass_configs(flash_fwd, race) == PREFILL_PASS_CONFIGS[race]
+    assert {name: spec.defects for name, spec in KERNELS.items()} == {
+        "flash_fwd": PrefillDefect, "paged_extend": ExtendDefect, "paged_decode_split": None,
+        "paged_decode_combine": CombineDefect}
