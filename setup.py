@@ -18,4 +18,6 @@ class FreshBuildPy(build_py):
         super().run()
 
 
-setup(extras_require={"test": [f"tilegate-testing @ {TESTING}"]}, cmdclass={"build_py": FreshBuildPy})
+setup(
+    extras_require={"test": [f"tilegate-testing @ {TESTING}"]}, cmdclass={"build_py": FreshBuildPy}
+)

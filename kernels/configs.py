@@ -33,8 +33,14 @@ class TargetLimits:
 GFX942 = TargetLimits("gfx942", wavefront=64, lds_bytes_per_workgroup=64 * 1024, max_threads=1024)
 # sm_90: warp 32; up to 227 KiB of shared memory per block (CUDA C Programming Guide,
 # compute capability 9.0 table).
-SM90 = TargetLimits("sm90", wavefront=32, lds_bytes_per_workgroup=227 * 1024, max_threads=1024, async_gather=True,
-                    tma=True)
+SM90 = TargetLimits(
+    "sm90",
+    wavefront=32,
+    lds_bytes_per_workgroup=227 * 1024,
+    max_threads=1024,
+    async_gather=True,
+    tma=True,
+)
 TARGETS = {t.name: t for t in (GFX942, SM90)}
 
 
@@ -67,13 +73,21 @@ class TileConfig:
 
     def __post_init__(self) -> None:
         if self.accum_dtype not in ACCUM_DTYPES:
-            raise ConfigError(f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}")
+            raise ConfigError(
+                f"{self.name}: accum_dtype {self.accum_dtype!r} not in {ACCUM_DTYPES}"
+            )
         if self.gather_warpgroup and (self.prefetch_kv or self.v_transposed or self.q_in_registers):
-            raise ConfigError(f"{self.name}: gather_warpgroup gathers into shared stages with Q in shared memory; "
-                              "it does not combine with prefetch_kv, v_transposed or q_in_registers")
+            raise ConfigError(
+                f"{self.name}: gather_warpgroup gathers into shared stages with Q in shared "
+                "memory; "
+                "it does not combine with prefetch_kv, v_transposed or q_in_registers"
+            )
         if self.gather_warpgroup and (self.threads % PRODUCER_THREADS or self.num_stages < 1):
-            raise ConfigError(f"{self.name}: gather_warpgroup needs whole warpgroups of {PRODUCER_THREADS} threads "
-                              "and at least one stage")
+            raise ConfigError(
+                f"{self.name}: gather_warpgroup needs whole warpgroups of {PRODUCER_THREADS} "
+                "threads "
+                "and at least one stage"
+            )
 
     def lds_estimate(self, shape: AttentionShape) -> int:
         """Upper bound on shared memory: Q (unless in registers), K and V tiles (K, V once per
@@ -92,27 +106,37 @@ class TileConfig:
         """Raise ConfigError naming the first limit this config breaks on ``target``."""
         where = f"tile config {self.name!r} on {target.name} (head_dim {shape.head_dim})"
         if self.threads % target.wavefront:
-            raise ConfigError(f"{where}: threads {self.threads} is not a multiple of the {target.wavefront}-wide wavefront")
+            raise ConfigError(
+                f"{where}: threads {self.threads} is not a multiple of the {target.wavefront}-wide "
+                "wavefront"
+            )
         if not 0 < self.threads <= target.max_threads:
             raise ConfigError(f"{where}: threads {self.threads} outside 1..{target.max_threads}")
         if self.gather_warpgroup:
             self._check_gather_warpgroup(target, where)
         for label, block in (("block_m", self.block_m), ("block_n", self.block_n)):
             if block < 16 or block % 16:
-                raise ConfigError(f"{where}: {label} {block} is not a multiple of the 16-wide MFMA/MMA tile")
+                raise ConfigError(
+                    f"{where}: {label} {block} is not a multiple of the 16-wide MFMA/MMA tile"
+                )
         lds = self.lds_estimate(shape)
         if lds > target.lds_bytes_per_workgroup:
             raise ConfigError(
-                f"{where}: needs {lds} bytes ({lds / 1024:.0f} KiB) of LDS for the Q, K and V tiles, "
+                f"{where}: needs {lds} bytes ({lds / 1024:.0f} KiB) of LDS for the Q, K and V "
+                "tiles, "
                 f"over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup"
             )
 
     def _check_gather_warpgroup(self, target: TargetLimits, where: str) -> None:
         if not target.async_gather:
-            raise ConfigError(f"{where}: gather_warpgroup needs cp.async with mbarriers and setmaxnreg (sm90)")
+            raise ConfigError(
+                f"{where}: gather_warpgroup needs cp.async with mbarriers and setmaxnreg (sm90)"
+            )
         if self.threads + PRODUCER_THREADS > target.max_threads:
-            raise ConfigError(f"{where}: {self.threads} threads and the {PRODUCER_THREADS}-thread producer "
-                              f"exceed {target.max_threads}")
+            raise ConfigError(
+                f"{where}: {self.threads} threads and the {PRODUCER_THREADS}-thread producer "
+                f"exceed {target.max_threads}"
+            )
 
 
 # gfx942 configs. TileLang on ROCm ignores num_stages >= 1 below gfx950 (double
@@ -135,20 +159,30 @@ class TileConfig:
 
 
 def _gfx942(name: str, block_m: int, block_n: int, threads: int) -> TileConfig:
-    return TileConfig(name, block_m, block_n, num_stages=1, threads=threads, q_in_registers=True, v_transposed=True,
-                      prefetch_kv=True)
+    return TileConfig(
+        name,
+        block_m,
+        block_n,
+        num_stages=1,
+        threads=threads,
+        q_in_registers=True,
+        v_transposed=True,
+        prefetch_kv=True,
+    )
 
 
 _GFX942_COMMON = (
     _gfx942("m128n32w4", block_m=128, block_n=32, threads=256),  # 4 waves share one K/V tile
     _gfx942("m64n32w2", block_m=64, block_n=32, threads=128),  # 2 waves: more workgroups per CU
-    _gfx942("m128n64w4", block_m=128, block_n=64, threads=256),  # half the key-block steps; 1 workgroup per CU at d128
+    # half the key-block steps; 1 workgroup per CU at d128
+    _gfx942("m128n64w4", block_m=128, block_n=64, threads=256),
 )
 GFX942_CONFIGS = {64: _GFX942_COMMON, 128: _GFX942_COMMON}
 
 # sm90 configs, chosen from the perf tier on the H200 (docs/perf.md): TileLang
 # warp-specialises these (a TMA producer warpgroup beside 3 or 2 consumer warpgroups of 64 rows).
-# 192 query rows per workgroup were 4-9% faster than 128 at 8192-32768 tokens and within the noise at
+# 192 query rows per workgroup were 4-9% faster than 128 at 8192-32768 tokens and within the noise
+# at
 # 3782 (the runs disagree there); 2 stages of 128 keys.
 _SM90_COMMON = (
     TileConfig("m192n128w12", block_m=192, block_n=128, num_stages=2, threads=384),
@@ -162,16 +196,24 @@ CONFIG_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": SM90_CONFIGS}
 
 # The paged extend kernel tiles like prefill (it keeps more per-request scalars live: with Q
 # in LDS, m64n64w2 at head_dim 128 spilled SGPRs; that config is gone from gfx942's table).
-# sm90, measured against the prefill kernel at the same shape (3782 new tokens over 8192) on the H200:
+# sm90, measured against the prefill kernel at the same shape (3782 new tokens over 8192) on the
+# H200:
 # - m192n128w12-ws: a producer warpgroup gathers K and V by cp.async into 2 shared stages beside
 #   three consumer warpgroups, as the prefill kernel's TMA producer does: 0.90x-0.94x of prefill.
 # - m128n128w8-pf: K and V gathered a block ahead into the consumers' own registers (prefetch_kv):
 #   0.57x. Kept as the second config: no producer warpgroup, no mbarrier pipeline.
 _SM90_EXTEND = (
-    TileConfig("m192n128w12-ws", block_m=192, block_n=128, num_stages=2, threads=384, gather_warpgroup=True),
-    TileConfig("m128n128w8-pf", block_m=128, block_n=128, num_stages=1, threads=256, prefetch_kv=True),
+    TileConfig(
+        "m192n128w12-ws", block_m=192, block_n=128, num_stages=2, threads=384, gather_warpgroup=True
+    ),
+    TileConfig(
+        "m128n128w8-pf", block_m=128, block_n=128, num_stages=1, threads=256, prefetch_kv=True
+    ),
 )
-EXTEND_TABLES: ConfigTables = {"gfx942": GFX942_CONFIGS, "sm90": {64: _SM90_EXTEND, 128: _SM90_EXTEND}}
+EXTEND_TABLES: ConfigTables = {
+    "gfx942": GFX942_CONFIGS,
+    "sm90": {64: _SM90_EXTEND, 128: _SM90_EXTEND},
+}
 
 
 def configs_for(target: str, head_dim: int, tables: ConfigTables | None = None) -> tuple:
@@ -194,6 +236,7 @@ def fp16_accum_variant(cfg: TileConfig) -> TileConfig:
 
 # ---- decode (one query token per request, split-KV) --------------------------------------
 
+
 @dataclass(frozen=True)
 class DecodeConfig:
     name: str
@@ -210,19 +253,31 @@ class DecodeConfig:
 
     def lds_estimate(self, shape: AttentionShape) -> int:
         elem = dtype_bytes(shape.dtype)
-        return (self.block_h(shape) + 2 * max(1, self.num_stages) * self.block_n) * shape.head_dim * elem
+        return (
+            (self.block_h(shape) + 2 * max(1, self.num_stages) * self.block_n)
+            * shape.head_dim
+            * elem
+        )
 
     def validate(self, target: TargetLimits, shape: AttentionShape) -> None:
         where = f"decode config {self.name!r} on {target.name} (head_dim {shape.head_dim})"
         if self.threads % target.wavefront or not 0 < self.threads <= target.max_threads:
-            raise ConfigError(f"{where}: threads {self.threads} is not a positive multiple of the {target.wavefront}-wide wavefront")
+            raise ConfigError(
+                f"{where}: threads {self.threads} is not a positive multiple of the "
+                f"{target.wavefront}-wide wavefront"
+            )
         if self.block_n < 16 or self.block_n % 16:
-            raise ConfigError(f"{where}: block_n {self.block_n} is not a multiple of the 16-wide MFMA/MMA tile")
+            raise ConfigError(
+                f"{where}: block_n {self.block_n} is not a multiple of the 16-wide MFMA/MMA tile"
+            )
         if self.num_splits < 1:
             raise ConfigError(f"{where}: num_splits must be >= 1")
         lds = self.lds_estimate(shape)
         if lds > target.lds_bytes_per_workgroup:
-            raise ConfigError(f"{where}: needs {lds} bytes of LDS, over the {target.lds_bytes_per_workgroup // 1024} KiB per workgroup")
+            raise ConfigError(
+                f"{where}: needs {lds} bytes of LDS, over the "
+                f"{target.lds_bytes_per_workgroup // 1024} KiB per workgroup"
+            )
 
 
 # gfx942: 16 query rows fill the 16x16x16 MFMA tile; V transposed in LDS and the next block
@@ -234,12 +289,19 @@ class DecodeConfig:
 # waves), n16w1 (four one-wave workgroups, more splits for long contexts and few requests).
 # The earlier n32w1s32 / n64w2s8 held 64 KiB / 2 waves per CU: 0.5 waves per SIMD at d128.
 _GFX942_DECODE = (
-    DecodeConfig("n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True, prefetch_kv=True),
-    DecodeConfig("n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True, prefetch_kv=True),
-    DecodeConfig("n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True, prefetch_kv=True),
+    DecodeConfig(
+        "n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True, prefetch_kv=True
+    ),
+    DecodeConfig(
+        "n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True, prefetch_kv=True
+    ),
+    DecodeConfig(
+        "n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True, prefetch_kv=True
+    ),
 )
 # sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
-# TB/s (across runs). 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV heads x 16).
+# TB/s (across runs). 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV
+# heads x 16).
 _SM90_DECODE = (
     DecodeConfig("n64w2s16-pf", block_n=64, threads=64, num_splits=16, prefetch_kv=True),
     DecodeConfig("n128w4s8-pf", block_n=128, threads=128, num_splits=8, prefetch_kv=True),
@@ -254,7 +316,9 @@ DECODE_TABLES: ConfigTables = {
 
 TMA_PIPELINE = "TMA loads into shared stages on mbarriers (TileLang's producer warpgroup)"
 PRODUCER_WARPGROUP = "cp.async gathers into shared stages by a producer warpgroup, on mbarriers"
-REGISTER_PREFETCH = "the next key block loaded into registers while this one computes, then staged to shared"
+REGISTER_PREFETCH = (
+    "the next key block loaded into registers while this one computes, then staged to shared"
+)
 
 
 def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:
@@ -265,7 +329,8 @@ def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:
         paths.append(REGISTER_PREFETCH)
     if getattr(cfg, "gather_warpgroup", False):
         paths.append(PRODUCER_WARPGROUP)
-    pipelined_copy = kernel == "flash_fwd" and not cfg.prefetch_kv and cfg.num_stages >= 2  # paged kernels gather
+    # paged kernels gather
+    pipelined_copy = kernel == "flash_fwd" and not cfg.prefetch_kv and cfg.num_stages >= 2
     if pipelined_copy and TARGETS[built_for].tma:
         paths.append(TMA_PIPELINE)
     return tuple(paths)

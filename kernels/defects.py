@@ -114,8 +114,10 @@ def planted(defect: object, family: type[D] | None, kernel: str) -> D | None:
         raise TypeError(f"{kernel} plants {name}s, not the {other} {defect.value!r}")
     member = next((m for m in family if m.value == defect), None)
     hint = f"{name}.{member.name}" if member else f"one of {[m.value for m in family]}"
-    raise TypeError(f"{kernel} takes a {name} member, not {defect!r}: pass {hint} ({name}(name) "
-                    "converts a name read from a command line or a file)")
+    raise TypeError(
+        f"{kernel} takes a {name} member, not {defect!r}: pass {hint} ({name}(name) "
+        "converts a name read from a command line or a file)"
+    )
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,15 @@ def output_normaliser(rows: int, head_dim: int, *, hang: bool = False):
     return spin_then_normalise if hang else normalise
 
 
-def output_store(rows: int, head_dim: int, dtype: str, cfg: TileConfig, *, racy: bool = False,
-                 unstored_rows: int = 0):
+def output_store(
+    rows: int,
+    head_dim: int,
+    dtype: str,
+    cfg: TileConfig,
+    *,
+    racy: bool = False,
+    unstored_rows: int = 0,
+):
     """(whether Out goes through a shared tile ``o_tile``, a macro storing the normalised
     ``out_acc`` into row tile ``bx`` of Out). Out goes through shared memory (a TMA store on sm90)
     unless Q stays in registers, when each thread stores its own rows, less ``unstored_rows`` at
@@ -139,14 +146,16 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: PrefillDefect |
     alloc_p_tile = p_scratch(knobs.scalar_gemm)
     stage_v = stage_v_tile(cfg.v_transposed)
 
-    mask_scores = visibility_mask(block_m, block_n, causal,
-                                  skip_middle_block=knobs.skip_middle_block)
+    mask_scores = visibility_mask(
+        block_m, block_n, causal, skip_middle_block=knobs.skip_middle_block
+    )
     load_k = key_loader(block_n, head_dim, unguarded=knobs.unguarded_k)
     count_key_blocks = key_block_count(block_n, whole_blocks_only=knobs.whole_key_blocks)
     reach = causal_reach(knobs.sees_next_key)
     normalise = output_normaliser(block_m, head_dim, hang=knobs.hang)
-    store_via_shared, store_out = output_store(block_m, head_dim, dtype, cfg, racy=knobs.racy_store,
-                                               unstored_rows=knobs.unstored_last_rows)
+    store_via_shared, store_out = output_store(
+        block_m, head_dim, dtype, cfg, racy=knobs.racy_store, unstored_rows=knobs.unstored_last_rows
+    )
 
     @T.macro
     def block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state):
@@ -173,7 +182,9 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: PrefillDefect |
         n_tiles = T.ceildiv(seq_q, block_m)
         with T.Kernel(shape.q_heads, n_tiles, batch, threads=cfg.threads) as (head, tile, b):
             bx = n_tiles - 1 - tile if causal else tile
-            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
+            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)(
+                [block_m, head_dim], dtype
+            )
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
             o_tile = T.alloc_shared([block_m, head_dim], dtype) if store_via_shared else None

@@ -18,7 +18,8 @@ LOG2E = 1.4426950408889634
 
 
 def scale_log2(head_dim: int, softmax_scale: float | None = None) -> float:
-    """The softmax scale in base 2: exp(x * scale) == exp2(x * scale_log2). Default head_dim^-1/2."""
+    """The softmax scale in base 2: exp(x * scale) == exp2(x * scale_log2). Default
+    head_dim^-1/2."""
     return LOG2E * (softmax_scale if softmax_scale is not None else 1 / math.sqrt(head_dim))
 
 
@@ -38,8 +39,9 @@ class SoftmaxState(NamedTuple):
     row_sum: Any  # a TileLang buffer
 
 
-def alloc_softmax_state(rows: int, cols: int, head_dim: int, dtype: str, acc: str = FP32,
-                        probs_in_shared: bool = False) -> SoftmaxState:
+def alloc_softmax_state(
+    rows: int, cols: int, head_dim: int, dtype: str, acc: str = FP32, probs_in_shared: bool = False
+) -> SoftmaxState:
     """Allocate the state inside a kernel body. ``acc`` types the output accumulator
     and running sum; P goes through shared memory when every warp needs all of it."""
     alloc_probs = T.alloc_shared if probs_in_shared else T.alloc_fragment
@@ -135,7 +137,9 @@ def alloc_v_tile(block_n: int, head_dim: int, dtype: str, transposed: bool):
     """V's LDS tile, [block_n, head_dim] or, ``transposed``, [head_dim, block_n]; a transposed
     tile is filled from registers (``v_regs``, else None) so the global loads stay 128-bit."""
     if transposed:
-        return T.alloc_shared([head_dim, block_n], dtype), T.alloc_fragment([block_n, head_dim], dtype)
+        return T.alloc_shared([head_dim, block_n], dtype), T.alloc_fragment(
+            [block_n, head_dim], dtype
+        )
     return T.alloc_shared([block_n, head_dim], dtype), None
 
 
@@ -171,8 +175,9 @@ def _no_buffer(shape, dtype):
     return None
 
 
-def accumulate_pv(accum_dtype: str, policy, v_transposed: bool = False, *,
-                  scalar_loops: bool = False):
+def accumulate_pv(
+    accum_dtype: str, policy, v_transposed: bool = False, *, scalar_loops: bool = False
+):
     """out_acc = out_acc * rescale + P V. ``block_out`` (fp32) is used only when accumulating
     in fp16, ``p_tile`` (p_scratch) only by ``scalar_loops``; pass None otherwise.
     ``v_transposed``: ``v_tile`` is [head_dim, block_n] (alloc_v_tile). ``scalar_loops``
@@ -186,7 +191,9 @@ def accumulate_pv(accum_dtype: str, policy, v_transposed: bool = False, *,
             T.clear(block_out)
             T.gemm(probs, v_tile, block_out, transpose_B=v_transposed, policy=policy)
             for i, j in T.Parallel(rows, dim):
-                out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], accum_dtype) + T.cast(block_out[i, j], accum_dtype)
+                out_acc[i, j] = out_acc[i, j] * T.cast(rescale[i], accum_dtype) + T.cast(
+                    block_out[i, j], accum_dtype
+                )
         else:
             for i, j in T.Parallel(rows, dim):
                 out_acc[i, j] *= rescale[i]

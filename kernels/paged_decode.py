@@ -22,14 +22,23 @@ from tilegate.kernels.online_softmax import (
     softmax_update,
     stage_v_tile,
 )
-from tilegate.kernels.paged_gather import advance_kv_prefetch, gather_rows, gather_v_tile, load_slots, start_kv_prefetch
+from tilegate.kernels.paged_gather import (
+    advance_kv_prefetch,
+    gather_rows,
+    gather_v_tile,
+    load_slots,
+    start_kv_prefetch,
+)
 from tilegate.kernels.problem import AttentionShape
 
 INDEX = "int32"
 
 
-def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scale: float | None = None):
-    """Partial attention per (request, KV head, split): O_part [b, hq, splits, d], LSE [b, hq, splits].
+def paged_decode_split(
+    shape: AttentionShape, cfg: DecodeConfig, *, softmax_scale: float | None = None
+):
+    """Partial attention per (request, KV head, split): O_part [b, hq, splits, d], LSE [b, hq,
+    splits].
     ``softmax_scale`` defaults to head_dim^-1/2."""
     groups, head_dim, dtype = shape.groups, shape.head_dim, shape.dtype
     block_h, block_n, splits = cfg.block_h(shape), cfg.block_n, cfg.num_splits
@@ -59,9 +68,11 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             k_tile = T.alloc_shared([block_n, head_dim], dtype)
             v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
             slots = T.alloc_shared([block_n], INDEX)
-            # P through shared memory: with the columns split across waves, every wave needs all of P.
-            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
-                block_h, block_n, head_dim, dtype, probs_in_shared=True)
+            # P through shared memory: with the columns split across waves, every wave needs all of
+            # P.
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = (
+                alloc_softmax_state(block_h, block_n, head_dim, dtype, probs_in_shared=True)
+            )
 
             req = req_pool_indices[b]
             ctx = seq_lens[b]
@@ -78,17 +89,42 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                 k_next = T.alloc_fragment([block_n, head_dim], dtype)
                 v_next = T.alloc_fragment([block_n, head_dim], dtype)
                 slots_ahead = T.alloc_fragment([block_n], INDEX)
-                start_kv_prefetch(req_to_token, req, start, stop, slots, slots_ahead, K_pool, V_pool, kv_head,
-                                  k_next, v_next)
+                start_kv_prefetch(
+                    req_to_token,
+                    req,
+                    start,
+                    stop,
+                    slots,
+                    slots_ahead,
+                    K_pool,
+                    V_pool,
+                    kv_head,
+                    k_next,
+                    v_next,
+                )
                 for kb in T.serial(n_blocks):
                     T.copy(k_next, k_tile)
                     stage_v(v_next, v_tile)
-                    # in flight while this block computes; past the last block, every slot is NO_SLOT
+                    # in flight while this block computes; past the last block, every slot is
+                    # NO_SLOT
                     # and nothing is read
-                    advance_kv_prefetch(req_to_token, req, start + (kb + 1) * block_n, stop, slots, slots_ahead,
-                                        K_pool, V_pool, kv_head, k_next, v_next)
+                    advance_kv_prefetch(
+                        req_to_token,
+                        req,
+                        start + (kb + 1) * block_n,
+                        stop,
+                        slots,
+                        slots_ahead,
+                        K_pool,
+                        V_pool,
+                        kv_head,
+                        k_next,
+                        v_next,
+                    )
                     for h, n in T.Parallel(block_h, block_n):
-                        scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
+                        scores[h, n] = T.if_then_else(
+                            start + kb * block_n + n < stop, 0, -T.infinity(FP32)
+                        )
                     qk(q_tile, k_tile, scores)
                     update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
                     accumulate(probs, v_tile, out_acc, rescale, None, None)
@@ -97,7 +133,9 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
                     load_slots(req_to_token, req, start + kb * block_n, stop, slots)
                     gather_rows(K_pool, slots, kv_head, k_tile)
                     for h, n in T.Parallel(block_h, block_n):
-                        scores[h, n] = T.if_then_else(start + kb * block_n + n < stop, 0, -T.infinity(FP32))
+                        scores[h, n] = T.if_then_else(
+                            start + kb * block_n + n < stop, 0, -T.infinity(FP32)
+                        )
                     qk(q_tile, k_tile, scores)
                     update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
                     gather_v(V_pool, slots, kv_head, v_tile, v_regs)
@@ -106,11 +144,16 @@ def paged_decode_split(shape: AttentionShape, cfg: DecodeConfig, *, softmax_scal
             # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
             for h, d in T.Parallel(block_h, head_dim):
                 if h < groups:
-                    O_part[b, kv_head * groups + h, split, d] = T.if_then_else(row_sum[h] > 0, out_acc[h, d] / row_sum[h], 0)
+                    O_part[b, kv_head * groups + h, split, d] = T.if_then_else(
+                        row_sum[h] > 0, out_acc[h, d] / row_sum[h], 0
+                    )
             for h in T.Parallel(block_h):
                 if h < groups:
                     LSE[b, kv_head * groups + h, split] = T.if_then_else(
-                        row_sum[h] > 0, T.log2(row_sum[h]) + row_max[h] * log2_scale, -T.infinity(FP32))
+                        row_sum[h] > 0,
+                        T.log2(row_sum[h]) + row_max[h] * log2_scale,
+                        -T.infinity(FP32),
+                    )
 
     return paged_decode_split_kernel
 
@@ -133,8 +176,9 @@ def split_weighting(splits: int, *, drop_smallest_split: bool = False):
     return weight_unless_smallest if drop_smallest_split else weight
 
 
-def paged_decode_combine(shape: AttentionShape, cfg: DecodeConfig, *,
-                         defect: CombineDefect | None = None):
+def paged_decode_combine(
+    shape: AttentionShape, cfg: DecodeConfig, *, defect: CombineDefect | None = None
+):
     """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d.
     ``defect`` plants a CombineDefect (sensitivity tests only)."""
     knobs = CombineKnobs.of(planted(defect, CombineDefect, "paged_decode_combine"))

@@ -62,7 +62,9 @@ PRODUCER_REGS, REGISTER_FILE, MAX_REGS = 24, 65536, 240
 
 
 def consumer_regs(consumer_threads: int) -> int:
-    return min(MAX_REGS, (REGISTER_FILE - PRODUCER_REGS * PRODUCER_THREADS) // consumer_threads // 8 * 8)
+    return min(
+        MAX_REGS, (REGISTER_FILE - PRODUCER_REGS * PRODUCER_THREADS) // consumer_threads // 8 * 8
+    )
 
 
 @T.macro
@@ -134,35 +136,85 @@ def kv_prefetch(block_n: int, *, own_barriers: bool = False):
     the one at the top of the key-block loop (block kb's readers are done)."""
 
     @T.macro
-    def start(req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next,
-              v_next):
-        start_kv_prefetch(req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
-                          k_next, v_next)
+    def start(
+        req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+    ):
+        start_kv_prefetch(
+            req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+        )
 
     @T.macro
-    def advance(kb, n_blocks, req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
-                k_next, v_next):
+    def advance(
+        kb,
+        n_blocks,
+        req_to_token,
+        req,
+        limit,
+        slots,
+        slots_ahead,
+        k_pool,
+        v_pool,
+        kv_head,
+        k_next,
+        v_next,
+    ):
         if kb + 1 < n_blocks:  # in flight while this block computes
-            advance_kv_prefetch(req_to_token, req, (kb + 1) * block_n, limit, slots, slots_ahead,
-                                k_pool, v_pool, kv_head, k_next, v_next)
+            advance_kv_prefetch(
+                req_to_token,
+                req,
+                (kb + 1) * block_n,
+                limit,
+                slots,
+                slots_ahead,
+                k_pool,
+                v_pool,
+                kv_head,
+                k_next,
+                v_next,
+            )
 
     @T.macro
-    def start_own_barriers(req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
-                           k_next, v_next):
+    def start_own_barriers(
+        req_to_token, req, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+    ):
         load_slots(req_to_token, req, 0, limit, slots)
         T.sync_threads()
-        gather_next_kv(req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head,
-                       k_next, v_next)
+        gather_next_kv(
+            req_to_token, req, 0, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+        )
 
     @T.macro
-    def advance_own_barriers(kb, n_blocks, req_to_token, req, limit, slots, slots_ahead, k_pool,
-                             v_pool, kv_head, k_next, v_next):
+    def advance_own_barriers(
+        kb,
+        n_blocks,
+        req_to_token,
+        req,
+        limit,
+        slots,
+        slots_ahead,
+        k_pool,
+        v_pool,
+        kv_head,
+        k_next,
+        v_next,
+    ):
         if kb + 1 < n_blocks:
             T.copy(slots_ahead, slots)
         T.sync_threads()  # the staged tiles and slots are written
         if kb + 1 < n_blocks:
-            gather_next_kv(req_to_token, req, (kb + 1) * block_n, limit, slots, slots_ahead, k_pool,
-                           v_pool, kv_head, k_next, v_next)
+            gather_next_kv(
+                req_to_token,
+                req,
+                (kb + 1) * block_n,
+                limit,
+                slots,
+                slots_ahead,
+                k_pool,
+                v_pool,
+                kv_head,
+                k_next,
+                v_next,
+            )
 
     if own_barriers:
         return start_own_barriers, advance_own_barriers
@@ -171,13 +223,22 @@ def kv_prefetch(block_n: int, *, own_barriers: bool = False):
 
 def _check_defect(defect: ExtendDefect | None, cfg: TileConfig) -> None:
     if defect in WARPGROUP_DEFECTS and not cfg.gather_warpgroup:
-        raise ValueError(f"defect {defect} is planted in the producer-warpgroup path: config {cfg.name} has none")
+        raise ValueError(
+            f"defect {defect} is planted in the producer-warpgroup path: config {cfg.name} has none"
+        )
     if defect in PREFETCH_DEFECTS and not cfg.prefetch_kv:
-        raise ValueError(f"defect {defect} is planted in the register-prefetch path: config {cfg.name} has none")
+        raise ValueError(
+            f"defect {defect} is planted in the register-prefetch path: config {cfg.name} has none"
+        )
 
 
-def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float | None = None,
-                 defect: ExtendDefect | None = None):
+def paged_extend(
+    shape: AttentionShape,
+    cfg: TileConfig,
+    *,
+    softmax_scale: float | None = None,
+    defect: ExtendDefect | None = None,
+):
     """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling). ``defect`` plants
     an ExtendDefect (sensitivity tests only)."""
     defect = planted(defect, ExtendDefect, "paged_extend")
@@ -195,10 +256,13 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
     acquire_v = v_stage_acquire(skip_wait=knobs.skip_v_wait)
     start_prefetch, advance_prefetch = kv_prefetch(block_n, own_barriers=knobs.own_barriers)
 
-    mask_scores = visibility_mask(block_m, block_n, causal)  # row i sits at context position first_row + i
+    # row i sits at context position first_row + i
+    mask_scores = visibility_mask(block_m, block_n, causal)
     gather_v = gather_v_tile(cfg.v_transposed)
     stage_v = stage_v_tile(cfg.v_transposed)
-    total, batch, pool, max_reqs, max_ctx = T.dynamic("total_tokens, batch, pool_tokens, max_reqs, max_context")
+    total, batch, pool, max_reqs, max_ctx = T.dynamic(
+        "total_tokens, batch, pool_tokens, max_reqs, max_context"
+    )
     launched_threads = cfg.threads + (PRODUCER_THREADS if cfg.gather_warpgroup else 0)
 
     @T.prim_func
@@ -213,11 +277,14 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
         extend_starts: T.Tensor([batch], INDEX),
         Out: T.Tensor([total, shape.q_heads, head_dim], dtype),
     ):
-        # As in flash_fwd: heads fastest, and the longest row tiles (a request's last) launched first.
+        # As in flash_fwd: heads fastest, and the longest row tiles (a request's last) launched
+        # first.
         n_tiles = T.ceildiv(total, block_m)
         with T.Kernel(shape.q_heads, n_tiles, batch, threads=launched_threads) as (head, tile, b):
             bx = n_tiles - 1 - tile
-            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)([block_m, head_dim], dtype)
+            q_tile = (T.alloc_fragment if cfg.q_in_registers else T.alloc_shared)(
+                [block_m, head_dim], dtype
+            )
             if cfg.gather_warpgroup:
                 k_tiles = T.alloc_shared([cfg.num_stages, block_n, head_dim], dtype)
                 v_tiles = T.alloc_shared([cfg.num_stages, block_n, head_dim], dtype)
@@ -230,8 +297,9 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                 k_tile = T.alloc_shared([block_n, head_dim], dtype)
                 v_tile, v_regs = alloc_v_tile(block_n, head_dim, dtype, cfg.v_transposed)
                 slots = T.alloc_shared([block_n], INDEX)
-            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = alloc_softmax_state(
-                block_m, block_n, head_dim, dtype)
+            scores, probs, out_acc, row_max, row_max_prev, rescale, block_sum, row_sum = (
+                alloc_softmax_state(block_m, block_n, head_dim, dtype)
+            )
 
             kv_head = head // groups
             req = req_pool_indices[b]
@@ -241,7 +309,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
             # the tile's row i sits at context position prefix + bx * block_m + i
             prefix = prefix_of(ctx, n_new)
             if causal:
-                keys = T.min(ctx, prefix + (bx + 1) * block_m)  # one past the tile's last visible key
+                # one past the tile's last visible key
+                keys = T.min(ctx, prefix + (bx + 1) * block_m)
             else:
                 keys = ctx
             n_blocks = T.if_then_else(bx * block_m < n_new, T.ceildiv(keys, block_n), 0)
@@ -257,7 +326,8 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                         phase = (kb // cfg.num_stages) % 2
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)
                         T.barrier_wait(k_ready[stage], phase)
-                        T.fence_proxy_async()  # cp.async wrote the stage; wgmma reads it through the async proxy
+                        # cp.async wrote the stage; wgmma reads it through the async proxy
+                        T.fence_proxy_async()
                         qk_from_stage(q_tile, k_tiles, stage, scores, k_free)
                         update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
                         acquire_v(v_ready, stage, phase)
@@ -266,8 +336,23 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     store_out_rows(out_acc, row_sum, Out, first, bx * block_m, n_new, head)
                 else:
                     T.set_max_nreg(PRODUCER_REGS, 0)
-                    produce_kv_stages(req_to_token, req, ctx, n_blocks, K_pool, V_pool, kv_head, k_tiles, v_tiles,
-                                      k_ready, v_ready, k_free, v_free, tx - cfg.threads, producer_slots)
+                    produce_kv_stages(
+                        req_to_token,
+                        req,
+                        ctx,
+                        n_blocks,
+                        K_pool,
+                        V_pool,
+                        kv_head,
+                        k_tiles,
+                        v_tiles,
+                        k_ready,
+                        v_ready,
+                        k_free,
+                        v_free,
+                        tx - cfg.threads,
+                        producer_slots,
+                    )
             else:
                 load_q_rows(Q, first, bx * block_m, n_new, head, q_tile)
                 reset_softmax_state(out_acc, row_sum, row_max)
@@ -275,15 +360,38 @@ def paged_extend(shape: AttentionShape, cfg: TileConfig, *, softmax_scale: float
                     k_next = T.alloc_fragment([block_n, head_dim], dtype)
                     v_next = T.alloc_fragment([block_n, head_dim], dtype)
                     slots_ahead = T.alloc_fragment([block_n], INDEX)
-                    first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)  # a tile past the request reads nothing
-                    start_prefetch(req_to_token, req, first_limit, slots, slots_ahead, K_pool,
-                                   V_pool, kv_head, k_next, v_next)
+                    # a tile past the request reads nothing
+                    first_limit = T.if_then_else(bx * block_m < n_new, ctx, 0)
+                    start_prefetch(
+                        req_to_token,
+                        req,
+                        first_limit,
+                        slots,
+                        slots_ahead,
+                        K_pool,
+                        V_pool,
+                        kv_head,
+                        k_next,
+                        v_next,
+                    )
                     for kb in T.serial(n_blocks):
                         T.copy(k_next, k_tile)
                         stage_v(v_next, v_tile)
                         # block kb + 1 into registers, in flight while this block computes
-                        advance_prefetch(kb, n_blocks, req_to_token, req, ctx, slots, slots_ahead,
-                                         K_pool, V_pool, kv_head, k_next, v_next)
+                        advance_prefetch(
+                            kb,
+                            n_blocks,
+                            req_to_token,
+                            req,
+                            ctx,
+                            slots,
+                            slots_ahead,
+                            K_pool,
+                            V_pool,
+                            kv_head,
+                            k_next,
+                            v_next,
+                        )
                         mask_scores(scores, kb, ctx, prefix + bx * block_m)
                         qk(q_tile, k_tile, scores)
                         update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)

@@ -18,7 +18,8 @@ NO_SLOT = -1
 
 @T.macro
 def load_slots(req_to_token, req, first, limit, slots):
-    """``slots[n]`` = the pool slot of context position ``first + n``, or NO_SLOT at ``limit`` and past."""
+    """``slots[n]`` = the pool slot of context position ``first + n``, or NO_SLOT at ``limit``
+    and past."""
     for n in T.Parallel(slots.shape[0]):
         pos = first + n
         slots[n] = T.if_then_else(pos < limit, req_to_token[req, pos], NO_SLOT)
@@ -58,32 +59,74 @@ def gather_kv(k_pool, v_pool, slots, kv_head, k_dst, v_dst):
 
 
 @T.macro
-def gather_next_kv(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next):
-    """The block from ``next_first`` (its slots already in ``slots``) into ``k_next``/``v_next``; the
-    block after it's slots into ``slots_ahead``."""
+def gather_next_kv(
+    req_to_token,
+    req,
+    next_first,
+    limit,
+    slots,
+    slots_ahead,
+    k_pool,
+    v_pool,
+    kv_head,
+    k_next,
+    v_next,
+):
+    """The block from ``next_first`` (its slots already in ``slots``) into ``k_next``/``v_next``;
+    the block after it's slots into ``slots_ahead``."""
     gather_kv(k_pool, v_pool, slots, kv_head, k_next, v_next)
     load_slots(req_to_token, req, next_first + slots.shape[0], limit, slots_ahead)
 
 
 @T.macro
-def start_kv_prefetch(req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next):
-    """Block 0 (context positions from ``first``) into ``k_next``/``v_next``; block 1's slots into ``slots_ahead``."""
+def start_kv_prefetch(
+    req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+):
+    """Block 0 (context positions from ``first``) into ``k_next``/``v_next``; block 1's slots
+    into ``slots_ahead``."""
     load_slots(req_to_token, req, first, limit, slots)
-    gather_next_kv(req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next)
+    gather_next_kv(
+        req_to_token, req, first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next
+    )
 
 
 @T.macro
-def advance_kv_prefetch(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next,
-                        v_next):
-    """The next block (from ``next_first``, its slots already in ``slots_ahead``) into ``k_next``/``v_next``;
-    the block after it's slots into ``slots_ahead``."""
+def advance_kv_prefetch(
+    req_to_token,
+    req,
+    next_first,
+    limit,
+    slots,
+    slots_ahead,
+    k_pool,
+    v_pool,
+    kv_head,
+    k_next,
+    v_next,
+):
+    """The next block (from ``next_first``, its slots already in ``slots_ahead``) into
+    ``k_next``/``v_next``; the block after it's slots into ``slots_ahead``."""
     T.copy(slots_ahead, slots)
-    gather_next_kv(req_to_token, req, next_first, limit, slots, slots_ahead, k_pool, v_pool, kv_head, k_next, v_next)
+    gather_next_kv(
+        req_to_token,
+        req,
+        next_first,
+        limit,
+        slots,
+        slots_ahead,
+        k_pool,
+        v_pool,
+        kv_head,
+        k_next,
+        v_next,
+    )
 
 
 # A gathering producer warpgroup (configs with gather_warpgroup, sm90). Its PRODUCER_THREADS threads
-# gather block kb's K rows and then its V rows by cp.async into shared stage kb % stages, each row 16
-# bytes a thread by ROW_LANES threads (128 contiguous bytes per row and pass; head_dim 64 and 128, the
+# gather block kb's K rows and then its V rows by cp.async into shared stage kb % stages, each row
+# 16
+# bytes a thread by ROW_LANES threads (128 contiguous bytes per row and pass; head_dim 64 and 128,
+# the
 # only ones AttentionShape takes, are whole passes). Each cp.async batch
 # arrives on the stage's ready barrier when it lands (.noinc: one arrival per producer thread); the
 # consumers arrive on its free barrier when their matrix product has read it. Rows at ``limit`` and
@@ -94,7 +137,8 @@ CP_ASYNC_BYTES = 16
 
 @T.macro
 def gather_stage(pool, slots, kv_head, tiles, stage, first, limit, lane):
-    """Rows ``first + lane // ROW_LANES + r * rows_per_pass`` of ``pool`` (their slots in ``slots[r]``) into
+    """Rows ``first + lane // ROW_LANES + r * rows_per_pass`` of ``pool`` (their slots in
+    ``slots[r]``) into
     ``tiles[stage]``, by cp.async."""
     _, block_n, head_dim = tiles.shape
     vec = CP_ASYNC_BYTES // dtype_bytes(str(pool.dtype))
@@ -103,13 +147,32 @@ def gather_stage(pool, slots, kv_head, tiles, stage, first, limit, lane):
         row = r * rows_per_pass + lane // ROW_LANES
         for u in T.serial(head_dim // (ROW_LANES * vec)):
             col = (u * ROW_LANES + lane % ROW_LANES) * vec
-            T.ptx_cp_async(T.access_ptr(tiles[stage, row, col], "w", vec),
-                           T.access_ptr(pool[slots[r], kv_head, col], "r", vec), vec, predicate=first + row < limit)
+            T.ptx_cp_async(
+                T.access_ptr(tiles[stage, row, col], "w", vec),
+                T.access_ptr(pool[slots[r], kv_head, col], "r", vec),
+                vec,
+                predicate=first + row < limit,
+            )
 
 
 @T.macro
-def produce_kv_stages(req_to_token, req, limit, n_blocks, k_pool, v_pool, kv_head, k_tiles, v_tiles, k_ready, v_ready,
-                      k_free, v_free, lane, slots):
+def produce_kv_stages(
+    req_to_token,
+    req,
+    limit,
+    n_blocks,
+    k_pool,
+    v_pool,
+    kv_head,
+    k_tiles,
+    v_tiles,
+    k_ready,
+    v_ready,
+    k_free,
+    v_free,
+    lane,
+    slots,
+):
     """The producer warpgroup's loop (``lane``: its thread's index within it); ``slots`` is a local
     int32 buffer of block_n // (PRODUCER_THREADS // ROW_LANES) entries."""
     stages, block_n, _ = k_tiles.shape
@@ -121,7 +184,8 @@ def produce_kv_stages(req_to_token, req, limit, n_blocks, k_pool, v_pool, kv_hea
         for r in T.serial(block_n // rows_per_pass):
             pos = first + r * rows_per_pass + lane // ROW_LANES
             slots[r] = T.if_then_else(pos < limit, req_to_token[req, pos], 0)
-        T.barrier_wait(k_free[stage], phase ^ 1)  # a fresh barrier passes parity 1: the first round waits for nothing
+        # a fresh barrier passes parity 1: the first round waits for nothing
+        T.barrier_wait(k_free[stage], phase ^ 1)
         gather_stage(k_pool, slots, kv_head, k_tiles, stage, first, limit, lane)
         T.cp_async_barrier_noinc(k_ready[stage])
         T.barrier_wait(v_free[stage], phase ^ 1)

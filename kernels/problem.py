@@ -32,13 +32,16 @@ class AttentionShape:
 
     def __post_init__(self) -> None:
         if self.head_dim not in SUPPORTED_HEAD_DIMS:
-            raise ShapeError(f"head_dim {self.head_dim} unsupported: no TileLang tile config "
-                             f"(supported: {', '.join(map(str, SUPPORTED_HEAD_DIMS))})")
+            raise ShapeError(
+                f"head_dim {self.head_dim} unsupported: no TileLang tile config "
+                f"(supported: {', '.join(map(str, SUPPORTED_HEAD_DIMS))})"
+            )
         if self.dtype not in SUPPORTED_DTYPES:
             raise ShapeError(f"dtype {self.dtype!r} unsupported: use one of {SUPPORTED_DTYPES}")
         if self.q_heads <= 0 or self.kv_heads <= 0 or self.q_heads % self.kv_heads:
             raise ShapeError(
-                f"GQA ratio {self.q_heads}:{self.kv_heads} does not divide: q_heads must be a multiple of kv_heads"
+                f"GQA ratio {self.q_heads}:{self.kv_heads} does not divide: q_heads must be a "
+                "multiple of kv_heads"
             )
 
     @property

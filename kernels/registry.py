@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TARGETS, TileConfig
+from tilegate.kernels.configs import (
+    CONFIG_TABLES,
+    DECODE_TABLES,
+    EXTEND_TABLES,
+    TARGETS,
+    TileConfig,
+)
 from tilegate.kernels.defects import (
     EXTEND_PASS_CONFIGS,
     PREFILL_PASS_CONFIGS,
@@ -44,14 +50,26 @@ class KernelSpec:
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defects=PrefillDefect,
-                            defect_pass_configs=PREFILL_PASS_CONFIGS),
-    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, causal_variants=(True,),
-                               defects=ExtendDefect, defect_pass_configs=EXTEND_PASS_CONFIGS),
+    "flash_fwd": KernelSpec(
+        flash_fwd, CONFIG_TABLES, defects=PrefillDefect, defect_pass_configs=PREFILL_PASS_CONFIGS
+    ),
+    "paged_extend": KernelSpec(
+        paged_extend,
+        EXTEND_TABLES,
+        causal_variants=(True,),
+        defects=ExtendDefect,
+        defect_pass_configs=EXTEND_PASS_CONFIGS,
+    ),
     "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
-    "paged_decode_combine": KernelSpec(paged_decode_combine, DECODE_TABLES, causal_variants=(True,),
-                                       uses_mfma=False, wide_global_loads=False,
-                                       one_thread_per_dim=True, defects=CombineDefect),
+    "paged_decode_combine": KernelSpec(
+        paged_decode_combine,
+        DECODE_TABLES,
+        causal_variants=(True,),
+        uses_mfma=False,
+        wide_global_loads=False,
+        one_thread_per_dim=True,
+        defects=CombineDefect,
+    ),
 }
 
 
@@ -78,7 +96,8 @@ class KernelCase:
     shape: AttentionShape
     cfg: TileConfig
     target: str
-    factory: Callable | None = field(default=None, compare=False, repr=False)  # default: KERNELS[kernel].factory
+    # default: KERNELS[kernel].factory
+    factory: Callable | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -27,9 +27,12 @@ class GreedyRun:
 
     @classmethod
     def from_record(cls, record: dict) -> GreedyRun:
-        """From a JSON record {"tokens": [...], "top": [[[token, logprob], ...] per step]}
-        (what tilegate.harness.sglang.child writes, for SGLang's engines and for the FP32 reference)."""
-        return cls(tuple(record["tokens"]), tuple({int(t): float(lp) for t, lp in step} for step in record["top"]))
+        """From a JSON record {"tokens": [...], "top": [[[token, logprob], ...] per step]} (what
+        tilegate.harness.sglang.child writes, for SGLang's engines and for the FP32 reference)."""
+        return cls(
+            tuple(record["tokens"]),
+            tuple({int(t): float(lp) for t, lp in step} for step in record["top"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -61,15 +64,38 @@ def compare(prompt: str, ref: GreedyRun, test: GreedyRun, k: int = TOP_K) -> Agr
         if a != b:
             a_in_test, b_in_ref = a in test.top_logprobs[i], b in ref.top_logprobs[i]
             ok = a_in_test and b_in_ref
-            detail = (f"step {i}: reference {a}, test {b}; reference token in test's top-{k}: {a_in_test}, "
-                      f"test token in reference's top-{k}: {b_in_ref}")
-            return Agreement(prompt, steps, i, i / steps, max(diffs, default=0.0), min(margins, default=math.inf), ok, detail)
+            detail = (
+                f"step {i}: reference {a}, test {b}; reference token in test's top-{k}: "
+                f"{a_in_test}, "
+                f"test token in reference's top-{k}: {b_in_ref}"
+            )
+            return Agreement(
+                prompt,
+                steps,
+                i,
+                i / steps,
+                max(diffs, default=0.0),
+                min(margins, default=math.inf),
+                ok,
+                detail,
+            )
         if a in test.top_logprobs[i]:
             diffs.append(abs(ref.top_logprobs[i][a] - test.top_logprobs[i][a]))
         margins.append(_margin(ref.top_logprobs[i]))
     same_length = len(ref.tokens) == len(test.tokens)
-    detail = "identical" if same_length else f"lengths differ: {len(ref.tokens)} vs {len(test.tokens)}"
-    return Agreement(prompt, steps, None, 1.0, max(diffs, default=0.0), min(margins, default=math.inf), same_length, detail)
+    detail = (
+        "identical" if same_length else f"lengths differ: {len(ref.tokens)} vs {len(test.tokens)}"
+    )
+    return Agreement(
+        prompt,
+        steps,
+        None,
+        1.0,
+        max(diffs, default=0.0),
+        min(margins, default=math.inf),
+        same_length,
+        detail,
+    )
 
 
 def max_shift(ref: tuple[float, ...], test: tuple[float, ...]) -> float:
@@ -80,9 +106,15 @@ def max_shift(ref: tuple[float, ...], test: tuple[float, ...]) -> float:
 
 
 def table_lines(results: list[Agreement]) -> list[str]:
-    lines = [f"{'prompt':<28} {'steps':>5} {'first div':>9} {'agree':>6} {'max dlogp':>9} {'min margin':>10}  verdict"]
+    lines = [
+        f"{'prompt':<28} {'steps':>5} {'first div':>9} {'agree':>6} {'max dlogp':>9} "
+        f"{'min margin':>10}  verdict"
+    ]
     for r in results:
         div = "-" if r.first_divergence is None else str(r.first_divergence)
-        lines.append(f"{r.prompt[:28]:<28} {r.steps:>5} {div:>9} {r.agreement_fraction:>6.2f} {r.max_logprob_diff:>9.2e} "
-                     f"{r.min_ref_margin:>10.3f}  {'ok' if r.passed else 'FAIL: ' + r.detail}")
+        lines.append(
+            f"{r.prompt[:28]:<28} {r.steps:>5} {div:>9} {r.agreement_fraction:>6.2f} "
+            f"{r.max_logprob_diff:>9.2e} "
+            f"{r.min_ref_margin:>10.3f}  {'ok' if r.passed else 'FAIL: ' + r.detail}"
+        )
     return lines

@@ -16,16 +16,21 @@ DEFAULT_CHUNK = 1024  # query rows per step: a 32k x 32k score matrix never exis
 def _groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
     if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         raise ValueError(
-            f"expected q [b, sq, hq, d] and k, v [b, sk, hkv, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            f"expected q [b, sq, hq, d] and k, v [b, sk, hkv, d], got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[2] % k.shape[2]:
         raise ValueError(f"GQA ratio {q.shape[2]}:{k.shape[2]} does not divide")
     if q.shape[1] > k.shape[1]:
-        raise ValueError(f"seq_q {q.shape[1]} > seq_k {k.shape[1]}: queries must be the last seq_q keys")
+        raise ValueError(
+            f"seq_q {q.shape[1]} > seq_k {k.shape[1]}: queries must be the last seq_q keys"
+        )
     return q.shape[2] // k.shape[2]
 
 
-def _attention(q, k, v, causal: bool, scale: float | None, dtype: torch.dtype, chunk: int) -> torch.Tensor:
+def _attention(
+    q, k, v, causal: bool, scale: float | None, dtype: torch.dtype, chunk: int
+) -> torch.Tensor:
     groups = _groups(q, k, v)
     sq, sk, d = q.shape[1], k.shape[1], q.shape[3]
     scale = d**-0.5 if scale is None else scale
@@ -44,8 +49,16 @@ def _attention(q, k, v, causal: bool, scale: float | None, dtype: torch.dtype, c
     return out.transpose(1, 2)
 
 
-def ref_attention(q, k, v, *, causal: bool, scale: float | None = None,
-                  precision: torch.dtype = torch.float32, chunk: int = DEFAULT_CHUNK) -> torch.Tensor:
+def ref_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool,
+    scale: float | None = None,
+    precision: torch.dtype = torch.float32,
+    chunk: int = DEFAULT_CHUNK,
+) -> torch.Tensor:
     """softmax(q k^T * scale) v, computed and returned in ``precision`` (float32 or float64).
 
     q: [b, sq, hq, d]; k, v: [b, sk, hkv, d] with hq % hkv == 0 (GQA), sq <= sk.

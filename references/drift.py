@@ -32,15 +32,20 @@ class DriftSeries:
         return loglog_slope(self.lengths, self.baseline_rel_err)
 
     def as_dict(self) -> dict:
-        return asdict(self) | {"ratios": self.ratios, "kernel_slope": self.kernel_slope,
-                               "baseline_slope": self.baseline_slope}
+        return asdict(self) | {
+            "ratios": self.ratios,
+            "kernel_slope": self.kernel_slope,
+            "baseline_slope": self.baseline_slope,
+        }
 
 
 def fp16_accumulation_flags(series: DriftSeries) -> list[str]:
     """Why ``series`` looks like low-precision accumulation; empty when it does not."""
     return [
-        f"at {n} tokens the mean error is {r:.2f}x the fp16/bf16 baseline's (limit {tol.DRIFT_RATIO_LIMIT})"
-        for n, r in zip(series.lengths, series.ratios) if r > tol.DRIFT_RATIO_LIMIT
+        f"at {n} tokens the mean error is {r:.2f}x the fp16/bf16 baseline's (limit "
+        f"{tol.DRIFT_RATIO_LIMIT})"
+        for n, r in zip(series.lengths, series.ratios)
+        if r > tol.DRIFT_RATIO_LIMIT
     ]
 
 
@@ -48,8 +53,13 @@ def table_lines(series: list[DriftSeries]) -> list[str]:
     head = f"{'length':>7} " + " ".join(f"{s.label + ' rel err':>22} {'x base':>7}" for s in series)
     lines = [head + f" {'baseline rel err':>17}"]
     for i, n in enumerate(series[0].lengths):
-        row = f"{n:>7} " + " ".join(f"{s.kernel_rel_err[i]:>22.3e} {s.ratios[i]:>7.2f}" for s in series)
+        row = f"{n:>7} " + " ".join(
+            f"{s.kernel_rel_err[i]:>22.3e} {s.ratios[i]:>7.2f}" for s in series
+        )
         lines.append(row + f" {series[0].baseline_rel_err[i]:>17.3e}")
-    lines.append("log-log slope: " + ", ".join(f"{s.label} {s.kernel_slope:.3f}" for s in series)
-                 + f", baseline {series[0].baseline_slope:.3f}")
+    lines.append(
+        "log-log slope: "
+        + ", ".join(f"{s.label} {s.kernel_slope:.3f}" for s in series)
+        + f", baseline {series[0].baseline_slope:.3f}"
+    )
     return lines

@@ -37,24 +37,31 @@ class Verdict:
     floor: float
 
     def explain(self) -> str:
-        return (f"max err {self.kernel.max_abs:.3e} (baseline {self.baseline.max_abs:.3e}, floor {self.floor:.1e}, "
-                f"ratio {self.max_ratio:.2f}); mean err {self.kernel.mean_abs:.3e} "
-                f"(baseline {self.baseline.mean_abs:.3e}, ratio {self.mean_ratio:.2f})")
+        return (
+            f"max err {self.kernel.max_abs:.3e} (baseline {self.baseline.max_abs:.3e}, floor "
+            f"{self.floor:.1e}, "
+            f"ratio {self.max_ratio:.2f}); mean err {self.kernel.mean_abs:.3e} "
+            f"(baseline {self.baseline.mean_abs:.3e}, ratio {self.mean_ratio:.2f})"
+        )
 
 
 def _ratio(err: float, bound: float) -> float:
-    """err / bound; a bound of 0 (an all-zero reference the baseline matched exactly) admits no error."""
+    """err / bound; a bound of 0 (an all-zero reference the baseline matched exactly) admits no
+    error."""
     return err / bound if bound > 0 else (0.0 if err == 0 else math.inf)
 
 
 def judge(out: torch.Tensor, ref: torch.Tensor, baseline_out: torch.Tensor) -> Verdict:
-    """``out`` (kernel) and ``baseline_out`` (plain same-precision torch) against the FP32 ``ref``."""
+    """``out`` (kernel) and ``baseline_out`` (plain same-precision torch) against the FP32
+    ``ref``."""
     base, floor = errors(baseline_out, ref), tol.abs_floor(ref, out.dtype)
     if not torch.isfinite(out).all():  # NaN/Inf never pass, whatever the baseline did
         return Verdict(False, math.inf, math.inf, Errors(math.inf, math.inf, 0.0), base, floor)
     kernel = errors(out, ref)
     max_ratio = _ratio(kernel.max_abs, tol.MAX_ERR_MULTIPLE * base.max_abs + floor)
-    mean_ratio = _ratio(kernel.mean_abs, tol.MEAN_ERR_MULTIPLE * base.mean_abs + tol.mean_floor(ref, out.dtype))
+    mean_ratio = _ratio(
+        kernel.mean_abs, tol.MEAN_ERR_MULTIPLE * base.mean_abs + tol.mean_floor(ref, out.dtype)
+    )
     return Verdict(max_ratio <= 1 and mean_ratio <= 1, max_ratio, mean_ratio, kernel, base, floor)
 
 

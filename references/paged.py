@@ -22,8 +22,19 @@ def _context(pool: torch.Tensor, req_to_token: torch.Tensor, req: int, length: i
     return pool[slots]  # [length, kv_heads, head_dim]
 
 
-def ref_paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens, *,
-                     scale: float | None = None, causal: bool = True, precision=torch.float32) -> torch.Tensor:
+def ref_paged_extend(
+    q,
+    k_pool,
+    v_pool,
+    req_to_token,
+    req_pool_indices,
+    seq_lens,
+    extend_lens,
+    *,
+    scale: float | None = None,
+    causal: bool = True,
+    precision=torch.float32,
+) -> torch.Tensor:
     """q: [sum(extend_lens), q_heads, head_dim], requests' new tokens back to back.
     Request i's extend_lens[i] queries sit at context positions seq_lens[i] - extend_lens[i] ..
     seq_lens[i] - 1 and see its first seq_lens[i] pool tokens (causal). Returns [tokens, q_heads,
@@ -32,16 +43,22 @@ def ref_paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens
     def attend(qi, k, v):
         return ref_attention(qi, k, v, causal=causal, scale=scale, precision=precision)
 
-    return _per_request(attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens)
+    return _per_request(
+        attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens
+    )
 
 
-def baseline_paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens) -> torch.Tensor:
+def baseline_paged_extend(
+    q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens
+) -> torch.Tensor:
     """The same in q's own low precision (causal, default scale): the numerics tier's baseline."""
 
     def attend(qi, k, v):
         return ref_attention_lowp(qi, k, v, causal=True)
 
-    return _per_request(attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens)
+    return _per_request(
+        attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens
+    )
 
 
 def _per_request(attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens):
@@ -53,17 +70,36 @@ def _per_request(attend, q, k_pool, v_pool, req_to_token, req_pool_indices, seq_
         req = int(req_pool_indices[i])
         k = _context(k_pool, req_to_token, req, n_ctx)[None]
         v = _context(v_pool, req_to_token, req, n_ctx)[None]
-        out.append(attend(q[None, start:start + n_new], k, v)[0])
+        out.append(attend(q[None, start : start + n_new], k, v)[0])
         start += n_new
     if start != q.shape[0]:
         raise ValueError(f"q has {q.shape[0]} tokens, extend_lens add up to {start}")
     return torch.cat(out)
 
 
-def ref_paged_decode(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, *,
-                     scale: float | None = None, precision=torch.float32) -> torch.Tensor:
+def ref_paged_decode(
+    q,
+    k_pool,
+    v_pool,
+    req_to_token,
+    req_pool_indices,
+    seq_lens,
+    *,
+    scale: float | None = None,
+    precision=torch.float32,
+) -> torch.Tensor:
     """q: [batch, q_heads, head_dim], one new token per request, at its last context position.
     Returns [batch, q_heads, head_dim] in ``precision``."""
     ones = torch.ones_like(torch.as_tensor(seq_lens))
-    return ref_paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, ones,
-                            scale=scale, causal=True, precision=precision)
+    return ref_paged_extend(
+        q,
+        k_pool,
+        v_pool,
+        req_to_token,
+        req_pool_indices,
+        seq_lens,
+        ones,
+        scale=scale,
+        causal=True,
+        precision=precision,
+    )

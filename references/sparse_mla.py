@@ -28,27 +28,45 @@ def used_slots(indices: torch.Tensor, topk_length: torch.Tensor | None = None) -
     return used
 
 
-def _attend(q, kv, indices, used, sm_scale: float, d_v: int, sink, operand: torch.dtype, p_round) -> torch.Tensor:
+def _attend(
+    q, kv, indices, used, sm_scale: float, d_v: int, sink, operand: torch.dtype, p_round
+) -> torch.Tensor:
     gathered = kv[indices.clamp(min=0).long()]  # [t, topk, d_qk]
-    gathered = torch.where(used[..., None], gathered, torch.zeros((), dtype=kv.dtype, device=kv.device))
+    gathered = torch.where(
+        used[..., None], gathered, torch.zeros((), dtype=kv.dtype, device=kv.device)
+    )
     scores = torch.einsum("thd,tkd->thk", q.to(operand), gathered.to(operand)).float() * sm_scale
     scores = scores.masked_fill(~used[:, None, :], float("-inf"))
     peak = scores.amax(dim=-1, keepdim=True)
     if sink is not None:
         peak = torch.maximum(peak, sink.float().reshape(1, -1, 1))
-    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))  # a token with no used slot
-    p = torch.exp(scores - peak)  # unnormalised, in [0, 1]: what a flash-style kernel multiplies V by
+    # a token with no used slot
+    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
+    # unnormalised, in [0, 1]: what a flash-style kernel multiplies V by
+    p = torch.exp(scores - peak)
     denom = p.sum(dim=-1, keepdim=True)
     if sink is not None:
         denom = denom + torch.exp(sink.float().reshape(1, -1, 1) - peak)
-    out = torch.einsum("thk,tkd->thd", p_round(p).to(operand), gathered[..., :d_v].to(operand)).float()
+    out = torch.einsum(
+        "thk,tkd->thd", p_round(p).to(operand), gathered[..., :d_v].to(operand)
+    ).float()
     return out / torch.where(denom > 0, denom, torch.ones_like(denom))
 
 
-def sparse_mla(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, d_v: int, *,
-               topk_length: torch.Tensor | None = None, sink: torch.Tensor | None = None,
-               operand: torch.dtype = torch.float32, p_round=lambda p: p) -> torch.Tensor:
-    """q [tokens, heads, d_qk], kv [rows, d_qk], indices [tokens, topk] -> [tokens, heads, d_v] fp32.
+def sparse_mla(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    indices: torch.Tensor,
+    sm_scale: float,
+    d_v: int,
+    *,
+    topk_length: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
+    operand: torch.dtype = torch.float32,
+    p_round=lambda p: p,
+) -> torch.Tensor:
+    """q [tokens, heads, d_qk], kv [rows, d_qk], indices [tokens, topk] -> [tokens, heads, d_v]
+    fp32.
 
     ``operand`` float32 (the default) is the FP32 reference. A low-precision ``operand`` (bfloat16)
     is the plain-torch baseline of the numerics judge: both products take that dtype (torch

@@ -19,7 +19,8 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 
 def abs_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
     """Two roundings of the reference's largest value into ``dtype``: what storing the output
-    alone may cost (FlashAttention's fwd_atol is the same idea: 2x a round trip through the dtype)."""
+    alone may cost (FlashAttention's fwd_atol is the same idea: 2x a round trip through the
+    dtype)."""
     return 2.0 * UNIT_ROUNDOFF[dtype] * ref.abs().max().item()
 
 

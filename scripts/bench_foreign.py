@@ -39,23 +39,39 @@ def bench(kernel, tokens: int) -> dict:
     case = sparse_mla.Case(tokens, "tail-padded", sparse_mla.Shape(*kernel.gpu_shape))
     p = gpu.prepare(kernel, case)
     module = kernel.provenance.load()
-    mine, peer = (lambda: kernel.launcher(module, p.inputs, p.stored)), (lambda: kernel.peer(p.inputs, p.stored))
+    mine, peer = (
+        (lambda: kernel.launcher(module, p.inputs, p.stored)),
+        (lambda: kernel.peer(p.inputs, p.stored)),
+    )
     ref, base = gpu.reference(p), gpu.baseline(kernel, p)
-    errs = {name: judge(fn().to(torch.bfloat16), ref, base).max_ratio for name, fn in (("kernel", mine), ("peer", peer))}
+    errs = {
+        name: judge(fn().to(torch.bfloat16), ref, base).max_ratio
+        for name, fn in (("kernel", mine), ("peer", peer))
+    }
     times: dict[str, list[float]] = {"kernel": [], "peer": []}
     for _ in range(ROUNDS):
         times["kernel"].append(_time(mine))
         times["peer"].append(_time(peer))
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"kernel": kernel.name, "tokens": tokens, "kernel_us": round(med["kernel"], 1), "peer_us": round(med["peer"], 1),
-            "ratio": round(med["kernel"] / med["peer"], 3), "kernel_max_ratio": round(errs["kernel"], 3),
-            "peer_max_ratio": round(errs["peer"], 3)}
+    return {
+        "kernel": kernel.name,
+        "tokens": tokens,
+        "kernel_us": round(med["kernel"], 1),
+        "peer_us": round(med["peer"], 1),
+        "ratio": round(med["kernel"] / med["peer"], 3),
+        "kernel_max_ratio": round(errs["kernel"], 3),
+        "peer_max_ratio": round(errs["peer"], 3),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 8, 17, 8192])
-    parser.add_argument("--kernels", nargs="+", default=["tilegate.foreign.sglang_dsa", "tilegate.foreign.sglang_dsv4"])
+    parser.add_argument(
+        "--kernels",
+        nargs="+",
+        default=["tilegate.foreign.sglang_dsa", "tilegate.foreign.sglang_dsv4"],
+    )
     parser.add_argument("--out", type=Path, default=Path("artifacts/perf/foreign.json"))
     args = parser.parse_args()
     rows = []
@@ -64,16 +80,31 @@ def main() -> None:
             try:
                 rows.append(bench(kernel, tokens))
                 print(json.dumps(rows[-1]), flush=True)
-            except Exception as exc:  # a kernel that does not build here (tilegate.foreign.sglang_findings) is said, and the rest run
-                print(f"{kernel.name} at {tokens} tokens did not run: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            # a kernel that does not build here (tilegate.foreign.sglang_findings) is said, and the
+            # rest run
+            except Exception as exc:
+                print(
+                    f"{kernel.name} at {tokens} tokens did not run: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]}"
+                )
                 break
-    print(f"{'kernel':28} {'tokens':>6} {'kernel us':>10} {'peer us':>10} {'ratio':>6} {'err k':>6} {'err peer':>8}")
+    print(
+        f"{'kernel':28} {'tokens':>6} {'kernel us':>10} {'peer us':>10} {'ratio':>6} {'err k':>6} "
+        f"{'err peer':>8}"
+    )
     for r in rows:
-        print(f"{r['kernel']:28} {r['tokens']:>6} {r['kernel_us']:>10} {r['peer_us']:>10} {r['ratio']:>6} "
-              f"{r['kernel_max_ratio']:>6} {r['peer_max_ratio']:>8}")
+        print(
+            f"{r['kernel']:28} {r['tokens']:>6} {r['kernel_us']:>10} {r['peer_us']:>10} "
+            f"{r['ratio']:>6} "
+            f"{r['kernel_max_ratio']:>6} {r['peer_max_ratio']:>8}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rounds": ROUNDS, "reps": REPS, "rows": rows},
-                                   indent=1))
+    args.out.write_text(
+        json.dumps(
+            {"device": torch.cuda.get_device_name(), "rounds": ROUNDS, "reps": REPS, "rows": rows},
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

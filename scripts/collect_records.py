@@ -25,7 +25,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # (path under OUT, path under DEST)
-TAKEN = (("artifacts", "artifacts"), ("baselines", "suite/baselines"), (".test_durations", ".test_durations"))
+TAKEN = (
+    ("artifacts", "artifacts"),
+    ("baselines", "suite/baselines"),
+    (".test_durations", ".test_durations"),
+)
 FILE_CAP = 256 * 2**20  # the largest record: a code object's disassembly is a few MiB
 TOTAL_CAP = 4 * 2**30
 MAX_FILES = 50_000  # files and folders
@@ -55,7 +59,9 @@ class Collector:
             self.refuse(rel, "name refused (.git, or a control character)")
             return
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent_fd)
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent_fd
+            )
         except OSError as e:  # ELOOP: a symlink; ENXIO: a socket
             self.refuse(rel, f"not opened without following links: {os.strerror(e.errno or 0)}")
             return
@@ -78,7 +84,9 @@ class Collector:
 
     def take_folder(self, fd: int, rel: str, target: Path) -> None:
         if rel.count("/") >= MAX_DEPTH or self.files >= MAX_FILES:
-            self.refuse(rel, f"a folder past the depth ({MAX_DEPTH}) or the count the collection takes")
+            self.refuse(
+                rel, f"a folder past the depth ({MAX_DEPTH}) or the count the collection takes"
+            )
             return
         self.files += 1
         target.mkdir(parents=True, exist_ok=True)
@@ -109,7 +117,9 @@ def collect(out: Path, dest: Path) -> list[Refusal]:
             if source in present:
                 collector.take(root, source, source, dest / target)
         for name in sorted(present - {s for s, _ in TAKEN}):
-            collector.refuse(name, "not a record the gate writes (artifacts/, baselines/, .test_durations)")
+            collector.refuse(
+                name, "not a record the gate writes (artifacts/, baselines/, .test_durations)"
+            )
     finally:
         os.close(root)
     return collector.refused
@@ -117,7 +127,9 @@ def collect(out: Path, dest: Path) -> list[Refusal]:
 
 def annotation(refusal: Refusal) -> str:
     text = f"collect_records refused {refusal.path}: {refusal.why}"
-    return "::error title=record refused::" + text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return "::error title=record refused::" + text.replace("%", "%25").replace("\r", "%0D").replace(
+        "\n", "%0A"
+    )
 
 
 def main() -> int:
@@ -127,7 +139,9 @@ def main() -> int:
     args = parser.parse_args()
     refused = collect(args.out, args.dest)
     if refused:
-        (args.dest / "refused.json").write_text(json.dumps([asdict(r) for r in refused], indent=1) + "\n")
+        (args.dest / "refused.json").write_text(
+            json.dumps([asdict(r) for r in refused], indent=1) + "\n"
+        )
         print("\n".join(annotation(r) for r in refused), file=sys.stderr)
     return 1 if refused else 0
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write the tables the docs generate: the README's tier table (tilegate/testing/tiers.py),
-docs/results.md's latency proxies (the committed golden snapshots) and docs/layout.md's modules. Each sits between a pair of
+docs/results.md's latency proxies (the committed golden snapshots) and docs/layout.md's modules.
+Each sits between a pair of
 ``<!-- NAME:begin -->`` / ``<!-- NAME:end -->`` lines. With --check, change nothing and exit 1 if
 a table differs from what would be written.
 

@@ -1,10 +1,11 @@
-"""A small evaluator of GitHub Actions expressions, for suite/library/test_workflow_trust.py: the subset
-the workflows' job conditions use, with GitHub's documented semantics
+"""A small evaluator of GitHub Actions expressions, for suite/library/test_workflow_trust.py: the
+subset the workflows' job conditions use, with GitHub's documented semantics
 (docs.github.com/actions/reference/evaluate-expressions-in-workflows-and-actions):
 
 - literals: 'strings' ('' escapes a quote), numbers, true, false, null;
 - context references: a.b.c and a['b']; a missing property is null;
-- operators, by precedence: ( ), !, == != < <= > >=, &&, ||; && and || return an operand, not a bool;
+- operators, by precedence: ( ), !, == != < <= > >=, &&, ||; && and || return an operand, not a
+  bool;
 - == compares strings ignoring case; operands of different types are compared as numbers
   (null 0, booleans 0/1, a string that is not a number NaN, and NaN equals nothing);
 - falsy: false, 0, '', null; functions: contains, startsWith, endsWith (ignoring case).
@@ -15,8 +16,10 @@ from __future__ import annotations
 import math
 import re
 
-TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<op>==|!=|<=|>=|&&|\|\||[!<>()\[\].,])"
-                   r"|(?P<name>[A-Za-z_][A-Za-z0-9_-]*))")
+TOKEN = re.compile(
+    r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<op>==|!=|<=|>=|&&|\|\||[!<>()\[\].,])"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_-]*))"
+)
 
 
 class ExpressionError(ValueError):
@@ -32,7 +35,7 @@ def tokens(text: str) -> list[tuple[str, str]]:
         if not m or m.end() == pos:
             if text[pos:].strip() == "":
                 break
-            raise ExpressionError(f"cannot read {text[pos:pos + 20]!r}")
+            raise ExpressionError(f"cannot read {text[pos : pos + 20]!r}")
         kind = m.lastgroup
         assert kind is not None
         out.append((kind, m.group(kind)))
@@ -56,7 +59,12 @@ def _number(v) -> float:
 
 
 def truthy(v) -> bool:
-    return not (v is None or v is False or v == "" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0))
+    return not (
+        v is None
+        or v is False
+        or v == ""
+        or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)
+    )
 
 
 def _compare(op: str, a, b) -> bool:
@@ -74,8 +82,11 @@ def _text(v) -> str:
 
 
 FUNCTIONS = {
-    "contains": lambda hay, needle: any(_compare("==", x, needle) for x in hay) if isinstance(hay, list)
-    else _text(needle).casefold() in _text(hay).casefold(),
+    "contains": lambda hay, needle: (
+        any(_compare("==", x, needle) for x in hay)
+        if isinstance(hay, list)
+        else _text(needle).casefold() in _text(hay).casefold()
+    ),
     "startswith": lambda s, p: _text(s).casefold().startswith(_text(p).casefold()),
     "endswith": lambda s, p: _text(s).casefold().endswith(_text(p).casefold()),
 }

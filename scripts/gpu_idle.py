@@ -26,7 +26,13 @@ def holders(kfd_proc: Path) -> dict[int, str]:
         if not entry.name.isdigit():
             continue
         try:
-            cmd = (Path("/proc") / entry.name / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cmd = (
+                (Path("/proc") / entry.name / "cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+                .strip()
+            )
         except OSError:
             cmd = "(not visible from here: another container or namespace)"
         out[int(entry.name)] = cmd or "(no command line)"
@@ -36,16 +42,31 @@ def holders(kfd_proc: Path) -> dict[int, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--when", choices=("before", "after"), default="before")
-    parser.add_argument("--kfd-proc", type=Path, default=KFD_PROC, help="the driver's process list (default: %(default)s)")
+    parser.add_argument(
+        "--kfd-proc",
+        type=Path,
+        default=KFD_PROC,
+        help="the driver's process list (default: %(default)s)",
+    )
     args = parser.parse_args()
     if not args.kfd_proc.is_dir():
-        print(f"gpu_idle: {args.kfd_proc} does not exist: no ROCm (amdgpu/KFD) driver on this runner", file=sys.stderr)
+        print(
+            f"gpu_idle: {args.kfd_proc} does not exist: no ROCm (amdgpu/KFD) driver on this runner",
+            file=sys.stderr,
+        )
         return 1
     found = holders(args.kfd_proc)
     if found:
-        what = "an earlier job left them running" if args.when == "before" else "the gate left them running"
-        print(f"gpu_idle: the GPU is not idle {args.when} the gate ({what}); end them, or take the runner offline:",
-              file=sys.stderr)
+        what = (
+            "an earlier job left them running"
+            if args.when == "before"
+            else "the gate left them running"
+        )
+        print(
+            f"gpu_idle: the GPU is not idle {args.when} the gate ({what}); end them, or take the "
+            "runner offline:",
+            file=sys.stderr,
+        )
         for pid, cmd in sorted(found.items()):
             print(f"  pid {pid}: {cmd}", file=sys.stderr)
         return 1

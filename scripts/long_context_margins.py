@@ -1,12 +1,12 @@
 """Greedy margins and accuracy of the long-context tiny Llama-3 (FP32, transformers, CPU).
 
-Builds (or loads from the model cache) fixtures/long_context_llama.py's checkpoint, decodes
-held-out retrieval prompts greedily and prints a markdown table: per prompt the smallest and
-median top-1 minus top-2 logit margin over the generated steps, the share of steps with a
-margin >= 1.0, token accuracy and time. Exits 1 if 3782 or 8192 misses its target
-(>= 90% of steps with margin >= 1.0 and >= 95% token accuracy, pooled per length). Lengths other than those two
-are reported only, with one prompt (span mid-context); one that would take over 3 minutes to
-decode (extrapolated, quadratic) is skipped with a note.
+Builds (or loads from the model cache) fixtures/long_context_llama.py's checkpoint, decodes held-out
+retrieval prompts greedily and prints a markdown table: per prompt the smallest and median top-1
+minus top-2 logit margin over the generated steps, the share of steps with a margin >= 1.0, token
+accuracy and time. Exits 1 if 3782 or 8192 misses its target (>= 90% of steps with margin >= 1.0 and
+>= 95% token accuracy, pooled per length). Lengths other than those two are reported only, with one
+prompt (span mid-context); one that would take over 3 minutes to decode (extrapolated, quadratic) is
+skipped with a note.
 
     PYTHONPATH=. python scripts/long_context_margins.py [--model DIR] [--lengths 3782 8192 32768]
 """
@@ -46,7 +46,9 @@ def greedy(model, prompt: list[int], steps: int) -> tuple[list[int], list[float]
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", type=Path, help="checkpoint folder (default: build/load the cached one)")
+    ap.add_argument(
+        "--model", type=Path, help="checkpoint folder (default: build/load the cached one)"
+    )
     ap.add_argument("--lengths", type=int, nargs="+", default=[3782, 8192, 32768])
     ap.add_argument("--seeds", type=int, nargs="+", default=[101, 102, 103])
     ap.add_argument("--span-at", type=float, nargs="+", default=[0.1, 0.5, 0.9])
@@ -56,20 +58,31 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for tilegate
-    from tilegate.fixtures.long_context_llama import ensure_long_context_llama, retrieval_prompt, vocab_of
+    from tilegate.fixtures.long_context_llama import (
+        ensure_long_context_llama,
+        retrieval_prompt,
+        vocab_of,
+    )
 
     torch.set_num_threads(2)
     t0 = time.monotonic()
-    folder = args.model or ensure_long_context_llama(log=lambda s: print(s, file=sys.stderr, flush=True))
+    folder = args.model or ensure_long_context_llama(
+        log=lambda s: print(s, file=sys.stderr, flush=True)
+    )
     print(f"model: {folder} (ready in {time.monotonic() - t0:.0f}s)\n")
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="sdpa").eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch.float32, attn_implementation="sdpa"
+    ).eval()
     vocab = vocab_of()
 
-    print("| length | span at | seed | min margin | median margin | steps >= 1.0 | accuracy | time |")
+    print(
+        "| length | span at | seed | min margin | median margin | steps >= 1.0 | accuracy | time |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     pooled: dict[int, list[tuple[list[float], int, int]]] = {}
     notes: list[str] = []
-    longest: tuple[int, float] | None = None  # (length, seconds) of the longest prompt decoded so far
+    # (length, seconds) of the longest prompt decoded so far
+    longest: tuple[int, float] | None = None
     for n in sorted(args.lengths):
         guess = longest and longest[1] * (n / longest[0]) ** 2  # prefill attention is quadratic
         if guess and guess > SLOW_SECONDS:
@@ -86,8 +99,12 @@ def main(argv=None) -> int:
                 right = sum(a == b for a, b in zip(got, want))
                 pooled.setdefault(n, []).append((margins, right, len(want)))
                 share = sum(m >= MARGIN for m in margins) / len(margins)
-                print(f"| {n} | {at:.2f} | {seed} | {min(margins):.2f} | {statistics.median(margins):.2f} "
-                      f"| {100 * share:.0f}% | {right}/{len(want)} | {secs:.1f}s |", flush=True)
+                print(
+                    f"| {n} | {at:.2f} | {seed} | {min(margins):.2f} | "
+                    f"{statistics.median(margins):.2f} "
+                    f"| {100 * share:.0f}% | {right}/{len(want)} | {secs:.1f}s |",
+                    flush=True,
+                )
 
     print()
     failed = False
@@ -97,9 +114,11 @@ def main(argv=None) -> int:
         acc = sum(r[1] for r in rows) / sum(r[2] for r in rows)
         ok = share >= MARGIN_SHARE and acc >= ACCURACY
         failed |= n in TARGETS and not ok
-        print(f"- {n}: {100 * share:.1f}% of {len(margins)} steps with margin >= {MARGIN}, "
-              f"accuracy {100 * acc:.1f}%, min margin {min(margins):.2f}"
-              + ("" if n not in TARGETS else " (target met)" if ok else " (TARGET MISSED)"))
+        print(
+            f"- {n}: {100 * share:.1f}% of {len(margins)} steps with margin >= {MARGIN}, "
+            f"accuracy {100 * acc:.1f}%, min margin {min(margins):.2f}"
+            + ("" if n not in TARGETS else " (target met)" if ok else " (TARGET MISSED)")
+        )
     for n in TARGETS:
         if n not in pooled and n in args.lengths:
             failed = True

@@ -41,18 +41,40 @@ def main(argv: list[str]) -> int:
         for i in range(runs):
             junit = Path(tmp) / f"run-{i}.xml"
             start = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                   f"--junitxml={junit}", *args], capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--junitxml={junit}",
+                    *args,
+                ],
+                capture_output=True,
+                text=True,
+            )
             took = time.monotonic() - start
             if not junit.exists():
-                print(f"run {i + 1}: no JUnit report (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+                print(
+                    f"run {i + 1}: no JUnit report (exit "
+                    f"{proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
+                )
                 return 1
             results.append(verdicts(junit))
             counts = Counter(results[-1].values())
-            print(f"run {i + 1}/{runs}: exit {proc.returncode}, {dict(sorted(counts.items()))} in {took:.0f} s", flush=True)
+            print(
+                f"run {i + 1}/{runs}: exit {proc.returncode}, {dict(sorted(counts.items()))} in "
+                f"{took:.0f} s",
+                flush=True,
+            )
     names = set().union(*results)
-    changed = {n: [r.get(n, "absent") for r in results] for n in sorted(names)
-               if len({r.get(n, "absent") for r in results}) > 1}
+    changed = {
+        n: [r.get(n, "absent") for r in results]
+        for n in sorted(names)
+        if len({r.get(n, "absent") for r in results}) > 1
+    }
     print(f"{len(names)} tests x {runs} runs: {len(changed)} verdict changes")
     for name, seen in changed.items():
         print(f"  {name}: {' '.join(seen)}")

@@ -1,17 +1,18 @@
 """Time the full CPU run (the README's ``python3 -m pytest -n 2``) N times over the warm caches.
 
-    python3 scripts/time_cpu_run.py [--runs N] [--keep-logs DIR] [-- PYTEST ARGS]   (default: 3 runs; -n 2)
+    python3 scripts/time_cpu_run.py [--runs N] [--keep-logs DIR] [-- PYTEST ARGS]   (default: 3
+    runs; -n 2)
 
 Prints one line per run (wall seconds, CPU seconds of the run's whole process tree, the verdict's
-outcome counts from its JUnit XML, the load average before it) and then min/median/max of each. The CPU figure is
-sampled: every 0.25 s the script reads /proc for every process descended from the pytest it started
-(xdist workers, the SGLang children and the engines they spawn, compilers), or in a process group
-one of them leads (a detached engine start), each one's user+system
-time as last seen; a process that lives less than a sample is missed, so it is a slight undercount.
-On a machine others use, the wall times move with their load and the CPU seconds much less: quote
-both, with the load average. Each run writes its artifacts to a temporary folder (never artifacts/);
-the compile and model caches are the checkout's (.cache/), as a warm run finds them. Linux only.
-"""
+outcome counts from its JUnit XML, the load average before it) and then min/median/max of each.
+The CPU figure is sampled: every 0.25 s the script reads /proc for every process descended from
+the pytest it started (xdist workers, the SGLang children and the engines they spawn, compilers),
+or in a process group one of them leads (a detached engine start), each one's user+system time as
+last seen; a process that lives less than a sample is missed, so it is a slight undercount. On a
+machine others use, the wall times move with their load and the CPU seconds much less: quote
+both, with the load average. Each run writes its artifacts to a temporary folder (never
+artifacts/); the compile and model caches are the checkout's (.cache/), as a warm run finds them.
+Linux only."""
 
 from __future__ import annotations
 
@@ -33,24 +34,30 @@ SAMPLE_S = 0.25
 
 
 def _stat(pid: int) -> tuple[int, int, float, str] | None:
-    """(parent pid, process group, user+system seconds, start time in ticks) of a live process, from /proc/PID/stat."""
+    """(parent pid, process group, user+system seconds, start time in ticks) of a live process,
+    from /proc/PID/stat."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3
     return int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / TICK, fields[19]
 
 
 def run_once(cmd: list[str], env: dict) -> tuple[float, float, str, int]:
-    """Run ``cmd``; returns wall seconds, sampled CPU seconds of its process tree, its output, exit code."""
+    """Run ``cmd``; returns wall seconds, sampled CPU seconds of its process tree, its output,
+    exit code."""
     with tempfile.TemporaryFile(mode="w+") as out:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         tree = {proc.pid}
         cpu: dict[tuple[int, str], float] = {}
         while proc.poll() is None:
-            stats = {pid: s for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if (s := _stat(pid))}
+            stats = {
+                pid: s
+                for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                if (s := _stat(pid))
+            }
             grew = True
             # the tree: a process whose parent is in it, or whose process group a member leads (a
             # detached start, orphaned before a sample saw its parent: the SGLang child's refused
@@ -69,7 +76,8 @@ def run_once(cmd: list[str], env: dict) -> tuple[float, float, str, int]:
 
 
 def counts(junit: Path) -> str:
-    """The run's outcomes by kind, from its JUnit XML (tilegate.artifacts.records), as "536 passed, 798 skipped"."""
+    """The run's outcomes by kind, from its JUnit XML (tilegate.artifacts.records), as "536
+    passed, 798 skipped"."""
     if not junit.exists():
         return "no JUnit XML"
     kinds = Counter(o.kind for o in read_junit(junit))
@@ -102,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         failed |= code != 0
         walls.append(wall)
         cpus.append(cpu)
-        print(f"run {i}: {wall:6.1f} s wall, {cpu:6.1f} CPU s, load {load:.2f} before; exit {code}: {outcome}",
-              flush=True)
+        print(
+            f"run {i}: {wall:6.1f} s wall, {cpu:6.1f} CPU s, load {load:.2f} before; exit {code}: "
+            f"{outcome}",
+            flush=True,
+        )
     print(f"wall s: {spread(walls)}")
     print(f"CPU s:  {spread(cpus)}")
     return 1 if failed else 0

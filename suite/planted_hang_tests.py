@@ -1,6 +1,7 @@
-"""Not collected by default (no test_ prefix): suite/library/test_watchdog.py runs this module under xdist
-to prove that a hung test fails in time, named with its kernel, and the rest of the run completes:
-on a GPU with a kernel that never ends, on any machine with a test blocked in C code."""
+"""Not collected by default (no test_ prefix): suite/library/test_watchdog.py runs this module
+under xdist to prove that a hung test fails in time, named with its kernel, and the rest of the
+run completes: on a GPU with a kernel that never ends, on any machine with a test blocked in C
+code."""
 
 import time
 

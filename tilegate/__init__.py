@@ -10,10 +10,12 @@ a checkout on ``sys.path`` then never shadows Hugging Face's ``kernels``, which 
 Layers, each importing only those before it (suite/library/test_import_layers.py enforces it):
   tilegate.kernels, tilegate.references   TileLang factories and configs; pure torch
   tilegate (this folder)                  toolchain, lowering, code objects, ISA, runtime, reports
-  tilegate.serving                        launchers, SGLang backend and plugin, transformers attention
+  tilegate.serving                        launchers, SGLang backend and plugin, transformers
+  attention
   tilegate.fixtures                       cases, inputs, tiny Llama-3, prompts
   tilegate.harness                        the tiers that run outside pytest, one package each
-                                          (perf, counters, sanitize, sglang: driver, child, protocol)
+                                          (perf, counters, sanitize, sglang: driver, child,
+                                          protocol)
   tilegate.testing                        the pytest plugin: options, skips, deadlines, precompile
 
 The runtime distribution (pyproject.toml) is the first three rows and tilegate.serving: what an

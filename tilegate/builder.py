@@ -24,14 +24,20 @@ from typing import Any, Protocol
 import tilelang
 
 from tilegate import lowering
-from tilegate.gfx942.code_object import CACHE_FORMAT, CodeObject, atomic_write, build_code_object, warn_discarded
+from tilegate.gfx942.code_object import (
+    CACHE_FORMAT,
+    CodeObject,
+    atomic_write,
+    build_code_object,
+    warn_discarded,
+)
 from tilegate.gfx942.isa import IsaReading, read_code_object
 from tilegate.gfx942.toolchain import find_toolchain
 
 
 class Buildable(Protocol):
-    """What the builder takes: a registered kernel's build (tilegate.kernels.registry.KernelCase) or a
-    foreign kernel's (tilegate.foreign.case.ForeignCase)."""
+    """What the builder takes: a registered kernel's build (tilegate.kernels.registry.KernelCase)
+    or a foreign kernel's (tilegate.foreign.case.ForeignCase)."""
 
     name: str
     target: str
@@ -59,7 +65,8 @@ def _checksum(fields: dict) -> str:
 
 
 def _load_lowered(path: Path) -> Lowered | None:
-    """The entry at ``path``; None when there is none, or when it is damaged (then it is discarded)."""
+    """The entry at ``path``; None when there is none, or when it is damaged (then it is
+    discarded)."""
     try:
         entry = json.loads(path.read_bytes())
         fields = {name: entry[name] for name in LOWERED_FIELDS}
@@ -73,7 +80,8 @@ def _load_lowered(path: Path) -> Lowered | None:
     except (ValueError, TypeError) as exc:  # truncated or garbled JSON, or not an object
         why = f"unreadable: {type(exc).__name__}: {exc}"
     warn_discarded(path, why)
-    path.unlink(missing_ok=True)  # at worst another worker's fresh entry: that costs a relowering, no more
+    # at worst another worker's fresh entry: that costs a relowering, no more
+    path.unlink(missing_ok=True)
     return None
 
 
@@ -118,7 +126,9 @@ class KernelBuilder:
         if case.target != "gfx942":
             raise ValueError(f"code objects are built for gfx942 only, not {case.target}")
         if case not in self._objects:
-            self._objects[case] = build_code_object(self.lowered(case).source, find_toolchain(), self.cache_dir)
+            self._objects[case] = build_code_object(
+                self.lowered(case).source, find_toolchain(), self.cache_dir
+            )
         return self._objects[case]
 
     def isa_reading(self, case: Buildable) -> IsaReading:

@@ -30,13 +30,21 @@ def lower(prim_func, target: str, pass_configs: dict | None = None) -> tuple[str
     ``pass_configs``: what a @tilelang.jit kernel declares, applied as its JIT applies them (the
     gate's own kernels declare none, and lower in the ambient context)."""
     tl_target = tilelang_target(target)
-    passes = tvm.transform.PassContext(opt_level=3, config=pass_configs) if pass_configs else contextlib.nullcontext()
+    passes = (
+        tvm.transform.PassContext(opt_level=3, config=pass_configs)
+        if pass_configs
+        else contextlib.nullcontext()
+    )
     try:
         with passes, tl_target:
             artifact = tilelang.lower(prim_func, target=tl_target)
     except Exception as exc:  # TVM raises its own error types; keep the message, name the target
-        raise LoweringError(f"TileLang {tilelang.__version__} failed to lower for {target}: {exc}") from exc
-    kernels = [f for f in artifact.device_mod.functions.values() if f.attrs and "global_symbol" in f.attrs]
+        raise LoweringError(
+            f"TileLang {tilelang.__version__} failed to lower for {target}: {exc}"
+        ) from exc
+    kernels = [
+        f for f in artifact.device_mod.functions.values() if f.attrs and "global_symbol" in f.attrs
+    ]
     if len(kernels) != 1:
         raise LoweringError(f"expected one device kernel for {target}, got {len(kernels)}")
     attrs = kernels[0].attrs

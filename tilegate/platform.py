@@ -67,7 +67,8 @@ def local_target() -> str:
     if not plat.has_gpu:
         raise NoLocalTarget("no GPU: TileLang kernels run on a ROCm or CUDA device only")
     if plat.config_target is None:
-        raise NoLocalTarget(f"no tile-config table for {plat.describe()}: add one to kernels/configs.py "
-                            f"(tables exist for {', '.join(sorted(CONFIG_TARGETS))})")
+        raise NoLocalTarget(
+            f"no tile-config table for {plat.describe()}: add one to kernels/configs.py "
+            f"(tables exist for {', '.join(sorted(CONFIG_TARGETS))})"
+        )
     return plat.config_target
-

@@ -38,8 +38,12 @@ def _compiled(factory, shape: AttentionShape, cfg, pass_configs: tuple, **option
 
     cfg.validate(TARGETS[local_target()], shape)
     tilelang_target = "hip" if detect().kind == "rocm" else "cuda"
-    return tilelang.compile(factory(shape, cfg, **options), out_idx=None, target=tilelang_target,
-                            pass_configs=dict(pass_configs) or None)
+    return tilelang.compile(
+        factory(shape, cfg, **options),
+        out_idx=None,
+        target=tilelang_target,
+        pass_configs=dict(pass_configs) or None,
+    )
 
 
 def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = None, **options):
@@ -47,12 +51,20 @@ def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = No
     planted defect's pass configs (``options["defect"]``) and ``pass_configs`` on top of
     ``process_pass_configs``."""
     planted = planted_pass_configs(factory, options.get("defect"))
-    merged = {**TARGET_PASS_CONFIGS.get(local_target(), {}), **process_pass_configs, **planted, **(pass_configs or {})}
-    given = {k: v for k, v in options.items() if v is not None}  # None is each factory's default: one cache entry
+    merged = {
+        **TARGET_PASS_CONFIGS.get(local_target(), {}),
+        **process_pass_configs,
+        **planted,
+        **(pass_configs or {}),
+    }
+    # None is each factory's default: one cache entry
+    given = {k: v for k, v in options.items() if v is not None}
     return _compiled(factory, shape, cfg, tuple(sorted(merged.items())), **given)
 
 
-def launch(factory, shape: AttentionShape, cfg, *tensors, pass_configs: dict | None = None, **options) -> None:
+def launch(
+    factory, shape: AttentionShape, cfg, *tensors, pass_configs: dict | None = None, **options
+) -> None:
     """Compile (once) and run ``factory``'s kernel on ``tensors``, noting which kernel it was."""
     kernel = compiled(factory, shape, cfg, pass_configs, **options)
     extra = "".join(f" {k}={v}" for k, v in options.items() if v is not None)
@@ -69,17 +81,23 @@ def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: tor
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous [batch, seq, heads, head_dim]")
         if t.dim() != 4 or t.shape[-1] != shape.head_dim:
-            raise ValueError(f"{name} has shape {tuple(t.shape)}, want [batch, seq, heads, {shape.head_dim}]")
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}, want [batch, seq, heads, {shape.head_dim}]"
+            )
     if q.shape[2] != shape.q_heads or k.shape[2] != shape.kv_heads or k.shape != v.shape:
-        raise ValueError(f"heads q {q.shape[2]}, k {k.shape[2]}, v {v.shape[2]}: kernel built for {shape.q_heads}:{shape.kv_heads}")
+        raise ValueError(
+            f"heads q {q.shape[2]}, k {k.shape[2]}, v {v.shape[2]}: kernel built for "
+            f"{shape.q_heads}:{shape.kv_heads}"
+        )
     if q.shape[0] != k.shape[0]:
         raise ValueError(f"batch {q.shape[0]} for q but {k.shape[0]} for k/v")
     if not 1 <= q.shape[1] <= k.shape[1]:
         raise ValueError(f"need 1 <= seq_q ({q.shape[1]}) <= seq_k ({k.shape[1]})")
 
 
-def flash_attention(shape: AttentionShape, cfg: TileConfig, q, k, v, out=None,
-                    defect: PrefillDefect | None = None):
+def flash_attention(
+    shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, defect: PrefillDefect | None = None
+):
     """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds.
     ``defect`` plants a PrefillDefect (the gate's sensitivity tests only)."""
     check_inputs(shape, q, k, v)

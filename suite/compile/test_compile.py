@@ -1,5 +1,5 @@
-"""Compile tier: every kernel x config lowers for gfx942, and for the local GPU when there is one: its own
-table's configs, and gfx942's programs lowered for it (cross-target)."""
+"""Compile tier: every kernel x config lowers for gfx942, and for the local GPU when there is
+one: its own table's configs, and gfx942's programs lowered for it (cross-target)."""
 
 import re
 
@@ -21,7 +21,9 @@ def test_lowers_for_gfx942(builder, case):
     src = lowered.source
     assert f"__launch_bounds__({case.threads})" in src
     if KERNELS[case.kernel].uses_mfma:
-        mfma = "__builtin_amdgcn_mfma_f32_16x16x16" + ("f16" if case.shape.dtype == "float16" else "bf16")
+        mfma = "__builtin_amdgcn_mfma_f32_16x16x16" + (
+            "f16" if case.shape.dtype == "float16" else "bf16"
+        )
         assert mfma in src, f"TileLang did not emit {mfma}"
         assert 0 < lowered.lds_bytes, "TileLang reported no shared memory for a tiled kernel"
 
@@ -29,9 +31,21 @@ def test_lowers_for_gfx942(builder, case):
 def _local_gpu_params() -> list:
     """(kernel, head_dim) params, each declaring every config of the local table on every shape
     class as its builds (compiled ahead of the run, tilegate/testing/precompile.py)."""
-    return [pytest.param(name, head_dim, id=f"{name}-d{head_dim}", marks=pytest.mark.builds(
-                *(Build(name, shape, EVERY) for shape in shapes(head_dim, KERNELS[name].causal_variants))))
-            for name in sorted(KERNELS) for head_dim in (64, 128)]
+    return [
+        pytest.param(
+            name,
+            head_dim,
+            id=f"{name}-d{head_dim}",
+            marks=pytest.mark.builds(
+                *(
+                    Build(name, shape, EVERY)
+                    for shape in shapes(head_dim, KERNELS[name].causal_variants)
+                )
+            ),
+        )
+        for name in sorted(KERNELS)
+        for head_dim in (64, 128)
+    ]
 
 
 @pytest.mark.gpu
@@ -51,11 +65,26 @@ def test_compiles_for_the_local_gpu(name, head_dim):
 def _shipping_params() -> list:
     """One param per kernel x head_dim x gfx942 config: a config TileLang cannot build for the local
     GPU fails on its own, with TileLang's reason."""
-    return [pytest.param(name, head_dim, cfg, id=f"{name}-d{head_dim}-{cfg.name}",
-                         marks=[pytest.mark.config_target(SHIPPING_TARGET), pytest.mark.builds(
-                             *(Build(name, shape, cfg) for shape in shapes(head_dim, KERNELS[name].causal_variants)))])
-            for name in sorted(KERNELS) for head_dim in (64, 128)
-            for cfg in KERNELS[name].config_tables[SHIPPING_TARGET][head_dim]]
+    return [
+        pytest.param(
+            name,
+            head_dim,
+            cfg,
+            id=f"{name}-d{head_dim}-{cfg.name}",
+            marks=[
+                pytest.mark.config_target(SHIPPING_TARGET),
+                pytest.mark.builds(
+                    *(
+                        Build(name, shape, cfg)
+                        for shape in shapes(head_dim, KERNELS[name].causal_variants)
+                    )
+                ),
+            ],
+        )
+        for name in sorted(KERNELS)
+        for head_dim in (64, 128)
+        for cfg in KERNELS[name].config_tables[SHIPPING_TARGET][head_dim]
+    ]
 
 
 @pytest.mark.gpu

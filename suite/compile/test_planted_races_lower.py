@@ -37,7 +37,8 @@ def _config(target: str, name: str):
 
 @functools.cache
 def _cuda_source(factory, cfg, defect=None) -> str:
-    """The sm90 source, with the pass configs a launch on the H200 would get (the planted ones from the registry)."""
+    """The sm90 source, with the pass configs a launch on the H200 would get (the planted ones
+    from the registry)."""
     passes = {**TARGET_PASS_CONFIGS["sm90"], **planted_pass_configs(factory, defect)}
     options = {"defect": defect} if defect else {}
     return lower(factory(SHAPE, cfg, **options), "sm90", passes)[0]
@@ -56,11 +57,15 @@ def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisatio
     cfg = _config("sm90", "m192n128w12-ws")
     healthy = _cuda_lines(cfg)
     removed, added = _changes(healthy, _cuda_lines(cfg, ExtendDefect.V_READ_BEFORE_READY))
-    assert (len(removed), added) == (1, []) and "v_ready[" in removed[0] and ".wait(" in removed[0], (removed, added)
+    assert (
+        (len(removed), added) == (1, []) and "v_ready[" in removed[0] and ".wait(" in removed[0]
+    ), (removed, added)
     # the early release: the same lines, the k_free arrive moved above the Q@K^T wgmma
     planted = _cuda_lines(cfg, ExtendDefect.K_STAGE_RELEASED_EARLY)
     assert sorted(planted) == sorted(healthy)
-    arrive = next(line for line in healthy if line.startswith("k_free[") and line.endswith(".arrive();"))
+    arrive = next(
+        line for line in healthy if line.startswith("k_free[") and line.endswith(".arrive();")
+    )
     first_wgmma = next(i for i, line in enumerate(healthy) if "wgmma_ss" in line)
     assert healthy.index(arrive) > first_wgmma and planted.index(arrive) < first_wgmma
 
@@ -77,39 +82,58 @@ def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, n
 
 
 def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other():
-    sources = {TMA_PIPELINE: _cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
-               PRODUCER_WARPGROUP: _cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
-               REGISTER_PREFETCH: _cuda_source(paged_extend, _config("sm90", "m128n128w8-pf"))}
+    sources = {
+        TMA_PIPELINE: _cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
+        PRODUCER_WARPGROUP: _cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
+        REGISTER_PREFETCH: _cuda_source(paged_extend, _config("sm90", "m128n128w8-pf")),
+    }
     for built, source in sources.items():
         assert [p for p in sources if cuda_source_shows(p, source)] == [built], built
 
 
 def test_a_planted_race_needs_its_path():
     with pytest.raises(ValueError, match="producer-warpgroup path: config m128n128w8-pf has none"):
-        paged_extend(SHAPE, _config("sm90", "m128n128w8-pf"),
-                     defect=ExtendDefect.V_READ_BEFORE_READY)
+        paged_extend(
+            SHAPE, _config("sm90", "m128n128w8-pf"), defect=ExtendDefect.V_READ_BEFORE_READY
+        )
     with pytest.raises(ValueError, match="register-prefetch path: config m192n128w12-ws has none"):
-        paged_extend(SHAPE, _config("sm90", "m192n128w12-ws"),
-                     defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
+        paged_extend(
+            SHAPE,
+            _config("sm90", "m192n128w12-ws"),
+            defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE,
+        )
 
 
 def test_asynchronous_paths_by_config_and_build_target():
     sm90_prefill = configs_for("sm90", 128, CONFIG_TABLES)
     assert all(asynchronous_paths("flash_fwd", c, "sm90") == (TMA_PIPELINE,) for c in sm90_prefill)
-    assert asynchronous_paths("extend", _config("sm90", "m192n128w12-ws"), "sm90") == (PRODUCER_WARPGROUP,)
-    for kernel, tables in (("flash_fwd", CONFIG_TABLES), ("extend", EXTEND_TABLES), ("decode", DECODE_TABLES)):
+    assert asynchronous_paths("extend", _config("sm90", "m192n128w12-ws"), "sm90") == (
+        PRODUCER_WARPGROUP,
+    )
+    for kernel, tables in (
+        ("flash_fwd", CONFIG_TABLES),
+        ("extend", EXTEND_TABLES),
+        ("decode", DECODE_TABLES),
+    ):
         for built_for in ("gfx942", "sm90"):  # gfx942's programs run lowered for sm90 on the H200
-            assert all(asynchronous_paths(kernel, c, built_for) == (REGISTER_PREFETCH,)
-                       for c in configs_for("gfx942", 128, tables))
+            assert all(
+                asynchronous_paths(kernel, c, built_for) == (REGISTER_PREFETCH,)
+                for c in configs_for("gfx942", 128, tables)
+            )
 
 
 def test_repeat_bitwise_counts_every_repeat_that_differs_in_any_bit():
     first = torch.tensor([1.0, float("nan"), 0.0], dtype=torch.float16)
-    outputs = {3: torch.tensor([1.0, float("nan"), -0.0], dtype=torch.float16),  # -0 is another bit pattern
-               7: torch.tensor([1.0009765625, 2.0, 0.0], dtype=torch.float16)}  # one ulp, and the NaN replaced
+    # -0 is another bit pattern
+    outputs = {
+        3: torch.tensor([1.0, float("nan"), -0.0], dtype=torch.float16),
+        # one ulp, and the NaN replaced
+        7: torch.tensor([1.0009765625, 2.0, 0.0], dtype=torch.float16),
+    }
     calls = iter(range(10))
     result = repeat_bitwise(lambda: outputs.get(next(calls), first.clone()), first, 10)
     assert (result.repeats, result.differing, result.most_elements_differing) == (10, 2, 2)
-    assert repeat_bitwise(lambda: first.clone(), first, 5).differing == 0  # NaN with the same bits equals itself
+    # NaN with the same bits equals itself
+    assert repeat_bitwise(lambda: first.clone(), first, 5).differing == 0
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         repeat_bitwise(lambda: first, first, 0)

@@ -1,5 +1,5 @@
-"""Hardware-counter tier (opt-in: -m counters): shared-memory bank conflicts, achieved occupancy and,
-for decode, DRAM throughput per kernel x config, judged against the device's committed baseline
+"""Hardware-counter tier (opt-in: -m counters): shared-memory bank conflicts, achieved occupancy
+and, for decode, DRAM throughput per kernel x config, judged against the device's committed baseline
 (suite/baselines/counters/<device>.json; record one with --update-counter-baseline).
 
 NVIDIA: ncu. MI300X: rocprofv3 (SQ_LDS_BANK_CONFLICT per LDS instruction, waves, fetched bytes).
@@ -31,11 +31,19 @@ def _judge(request, platform, launches, artifacts_dir, family):
         return
     baseline = counters.load_baseline(device)
     if baseline is None:
-        skips.missing(f"no counter baseline for {device}: table in {out}; record one with --update-counter-baseline")
+        skips.missing(
+            f"no counter baseline for {device}: table in {out}; record one with "
+            "--update-counter-baseline"
+        )
     missing = [launch.key for launch in launches if launch.key not in baseline["launches"]]
-    assert not missing, f"no baseline entry for {missing}: record them with --update-counter-baseline"
-    problems = {launch.key: found for launch in launches
-                if (found := counters.regressions(launch, baseline["launches"][launch.key]))}
+    assert not missing, (
+        f"no baseline entry for {missing}: record them with --update-counter-baseline"
+    )
+    problems = {
+        launch.key: found
+        for launch in launches
+        if (found := counters.regressions(launch, baseline["launches"][launch.key]))
+    }
     assert not problems, f"counters regressed against {device}'s baseline: {problems}"
 
 
@@ -59,10 +67,3 @@ def test_rocprof_counters_within_baseline(request, platform, artifacts_dir, fami
 
 
 # The parsing and judging, on the CPU.
-
-
-
-
-
-
-

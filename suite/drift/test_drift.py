@@ -35,7 +35,10 @@ def drift(artifacts_dir):
         base.append(errors(ref_attention_lowp(q, k, v, causal=True), ref).mean_rel)
         for label, c in variants.items():
             rel[label].append(errors(flash_attention(SHAPE, c, q, k, v), ref).mean_rel)
-    series = [DriftSeries(label, tol.DRIFT_LENGTHS, tuple(errs), tuple(base)) for label, errs in rel.items()]
+    series = [
+        DriftSeries(label, tol.DRIFT_LENGTHS, tuple(errs), tuple(base))
+        for label, errs in rel.items()
+    ]
     write_drift(artifacts_dir, f"{SHAPE.name}-{cfg.name}", series)
     return {s.label: s for s in series}
 

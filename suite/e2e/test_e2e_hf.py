@@ -16,9 +16,18 @@ from tilegate.references.agreement import compare
 from tilegate.testing.precompile import kind_builds
 
 HEADS = (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim)
-pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("e2e-hf"), causal_builds(*HEADS, "flash_fwd"),
-              pytest.mark.builds(*kind_builds("flash_fwd", AttentionShape(*HEADS, True, "float16"),
-                                             defect=PrefillDefect.DROP_LAST_BLOCK))]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.xdist_group("e2e-hf"),
+    causal_builds(*HEADS, "flash_fwd"),
+    pytest.mark.builds(
+        *kind_builds(
+            "flash_fwd",
+            AttentionShape(*HEADS, True, "float16"),
+            defect=PrefillDefect.DROP_LAST_BLOCK,
+        )
+    ),
+]
 DEVICE = "cuda"
 NEW_TOKENS = 32
 
@@ -34,7 +43,10 @@ def prompt_ids(model_dir):
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     short = {p: tok(p)["input_ids"] for p in prompts.SHORT + prompts.MIXED}
-    long = {f"corpus x{n} tokens": prompts.long_prompt_ids(tok, corpus(), n) for n in prompts.LONG_TOKENS}
+    long = {
+        f"corpus x{n} tokens": prompts.long_prompt_ids(tok, corpus(), n)
+        for n in prompts.LONG_TOKENS
+    }
     return short | long
 
 
@@ -51,11 +63,16 @@ def _agreements(model_dir, prompt_ids, fp32_runs, dtype, attn):
     # the planted twin
     register("tilegate-drop_last_block", attention_function(defect=PrefillDefect.DROP_LAST_BLOCK))
     with HfRunner(model_dir, dtype, attn, DEVICE) as test:
-        return [compare(name, fp32_runs[name], test.greedy(ids, NEW_TOKENS)) for name, ids in prompt_ids.items()]
+        return [
+            compare(name, fp32_runs[name], test.greedy(ids, NEW_TOKENS))
+            for name, ids in prompt_ids.items()
+        ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_tilelang_attention_agrees_with_fp32(model_dir, prompt_ids, fp32_runs, dtype, artifacts_dir):
+def test_tilelang_attention_agrees_with_fp32(
+    model_dir, prompt_ids, fp32_runs, dtype, artifacts_dir
+):
     results = _agreements(model_dir, prompt_ids, fp32_runs, dtype, "tilegate")
     record_agreement(artifacts_dir, f"hf-tilegate-{str(dtype)[6:]}", results)
     assert max(len(ids) for ids in prompt_ids.values()) >= 3782
@@ -65,6 +82,10 @@ def test_tilelang_attention_agrees_with_fp32(model_dir, prompt_ids, fp32_runs, d
 
 def test_planted_attention_bug_is_reported(model_dir, prompt_ids, fp32_runs, artifacts_dir):
     # Dropping each prompt's last partial key block hides the newest tokens from attention.
-    results = _agreements(model_dir, prompt_ids, fp32_runs, torch.float16, "tilegate-drop_last_block")
+    results = _agreements(
+        model_dir, prompt_ids, fp32_runs, torch.float16, "tilegate-drop_last_block"
+    )
     record_agreement(artifacts_dir, "hf-tilegate-drop_last_block-planted", results)
-    assert any(not r.passed for r in results), "the agreement metric passed a kernel that ignores recent tokens"
+    assert any(not r.passed for r in results), (
+        "the agreement metric passed a kernel that ignores recent tokens"
+    )

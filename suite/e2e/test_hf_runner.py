@@ -1,5 +1,6 @@
-"""The transformers harness on the CPU: a prompt run as an extend over its own cached prefix gives
-the greedy tokens and prompt logprobs of the plain run (what the long-context paged tests rely on)."""
+"""The transformers harness on the CPU: a prompt run as an extend over its own cached prefix
+gives the greedy tokens and prompt logprobs of the plain run (what the long-context paged tests
+rely on)."""
 
 import pytest
 import torch
@@ -16,13 +17,18 @@ def test_cached_prefix_extend_equals_plain_prefill():
     ids = prompts.long_prompt_ids(AutoTokenizer.from_pretrained(str(model_dir)), corpus(), 160)
     with HfRunner(model_dir, torch.float32, "sdpa", "cpu") as runner:
         plain, cached = runner.greedy(ids, 6), runner.greedy(ids, 6, cached_prefix=120)
-        rows, rows_cached = runner.prompt_logprobs(ids, 130), runner.prompt_logprobs(ids, 130, cached_prefix=120)
+        rows, rows_cached = (
+            runner.prompt_logprobs(ids, 130),
+            runner.prompt_logprobs(ids, 130, cached_prefix=120),
+        )
         with pytest.raises(ValueError, match="rows from 110"):
             runner.prompt_logprobs(ids, 110, cached_prefix=120)  # a cached row has no logits
     assert len(rows) == len(ids) - 131 and rows == pytest.approx(rows_cached, abs=1e-4)
     assert plain.tokens == cached.tokens
     for step, token in enumerate(plain.tokens):
-        assert cached.top_logprobs[step][token] == pytest.approx(plain.top_logprobs[step][token], abs=1e-4)
+        assert cached.top_logprobs[step][token] == pytest.approx(
+            plain.top_logprobs[step][token], abs=1e-4
+        )
 
 
 def test_fp32_reference_attention_matches_sdpa():
@@ -30,7 +36,11 @@ def test_fp32_reference_attention_matches_sdpa():
     same model as transformers' own sdpa: same tokens, logprobs within float32 rounding."""
     from transformers import AutoTokenizer
 
-    from tilegate.references.transformers_attention import REFERENCE_IMPLEMENTATION, reference_attention_function, register
+    from tilegate.references.transformers_attention import (
+        REFERENCE_IMPLEMENTATION,
+        reference_attention_function,
+        register,
+    )
 
     model_dir = ensure_trained_tiny_llama()
     ids = prompts.long_prompt_ids(AutoTokenizer.from_pretrained(str(model_dir)), corpus(), 160)
@@ -41,7 +51,9 @@ def test_fp32_reference_attention_matches_sdpa():
         ref = runner.greedy(ids, 6, cached_prefix=100)
     assert ref.tokens == sdpa.tokens
     for step, token in enumerate(sdpa.tokens):
-        assert ref.top_logprobs[step][token] == pytest.approx(sdpa.top_logprobs[step][token], abs=1e-4)
+        assert ref.top_logprobs[step][token] == pytest.approx(
+            sdpa.top_logprobs[step][token], abs=1e-4
+        )
 
 
 def test_only_the_plain_causal_mask_is_accepted():

@@ -29,17 +29,38 @@ from tilegate.kernels.defects import CombineDefect, ExtendDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect
 from tilegate.references.agreement import GreedyRun
-from tilegate.references.peer_bound import PeerBoundAgreement, Side, bound_problems, judge_prompt, table_lines
+from tilegate.references.peer_bound import (
+    PeerBoundAgreement,
+    Side,
+    bound_problems,
+    judge_prompt,
+    table_lines,
+)
 from tilegate.testing.precompile import Build, kind_builds
 
-assert (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim) == (LONG_SPEC.heads, LONG_SPEC.kv_heads, LONG_SPEC.head_dim)
-SHAPES = [AttentionShape(TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim, True, dt) for dt in ("float16", "bfloat16")]
-pytestmark = [pytest.mark.sglang, pytest.mark.gpu, pytest.mark.slow,
-              pytest.mark.builds(*(b for s in SHAPES for kind in ("extend", "decode") for b in kind_builds(kind, s)),
-                                 *kind_builds("extend", SHAPES[0],
-                                              defect=ExtendDefect.PREFIX_OFF_BY_ONE),
-                                 Build("paged_decode_combine", SHAPES[0],
-                                       options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),)))]
+assert (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim) == (
+    LONG_SPEC.heads,
+    LONG_SPEC.kv_heads,
+    LONG_SPEC.head_dim,
+)
+SHAPES = [
+    AttentionShape(TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim, True, dt)
+    for dt in ("float16", "bfloat16")
+]
+pytestmark = [
+    pytest.mark.sglang,
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.builds(
+        *(b for s in SHAPES for kind in ("extend", "decode") for b in kind_builds(kind, s)),
+        *kind_builds("extend", SHAPES[0], defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+        Build(
+            "paged_decode_combine",
+            SHAPES[0],
+            options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),),
+        ),
+    ),
+]
 
 PEER = "default" if detect().kind == "rocm" else "triton"  # SGLang's same-precision backend here
 PLANTED = {bug: kernel_planted_name(bug) for bug in KERNEL_BUGS}
@@ -49,7 +70,10 @@ RESULT_TIMEOUT_S = 840  # inside the GPU tests' 900 s deadline: every child runs
 
 
 def _set_params(sets):
-    return [pytest.param(s, id=s.name, marks=pytest.mark.xdist_group(f"sglang-gpu-{s.name}")) for s in sets]
+    return [
+        pytest.param(s, id=s.name, marks=pytest.mark.xdist_group(f"sglang-gpu-{s.name}"))
+        for s in sets
+    ]
 
 
 def _planted_set(bug: str):
@@ -70,11 +94,19 @@ def runs(request) -> dict[str, EngineRun]:
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / "models.lock")):  # trained once, here, not by every child at once
         ensure_trained_tiny_llama(), ensure_long_context_llama()
-    wanted = plan.wanted_sets([getattr(getattr(i, "callspec", None), "params", {}) for i in request.session.items],
-                              SETS.values(), PLANTED)
-    out = {name: EngineRun(root / name, plan.child_spec(s), python=Path(sys.executable), cpu=False)
-           for name, s in SETS.items() if name in wanted}
-    out["reference"] = EngineRun(root / "reference", plan.child_spec(None), python=Path(sys.executable), cpu=False)
+    wanted = plan.wanted_sets(
+        [getattr(getattr(i, "callspec", None), "params", {}) for i in request.session.items],
+        SETS.values(),
+        PLANTED,
+    )
+    out = {
+        name: EngineRun(root / name, plan.child_spec(s), python=Path(sys.executable), cpu=False)
+        for name, s in SETS.items()
+        if name in wanted
+    }
+    out["reference"] = EngineRun(
+        root / "reference", plan.child_spec(None), python=Path(sys.executable), cpu=False
+    )
     for run in out.values():
         run.start()
     return out
@@ -94,19 +126,34 @@ def tiny_records(ref: dict, got: dict, test: str, peer: str) -> list[PeerBoundAg
     records, names = [], iter(plan.TINY_NAMES)
     for r, ref_round in enumerate(ref["reference"]):
         for i, fp32 in enumerate(ref_round):
-            records.append(judge_prompt(next(names), _side(fp32), _side(got["generations"][test][r][i]),
-                                        _side(got["generations"][peer][r][i])))
+            records.append(
+                judge_prompt(
+                    next(names),
+                    _side(fp32),
+                    _side(got["generations"][test][r][i]),
+                    _side(got["generations"][peer][r][i]),
+                )
+            )
     return records
 
 
 def long_records(ref: dict, got: dict, test: str, peer: str) -> list[PeerBoundAgreement]:
     lc_ref, lc = ref["long_context"], got["long_context"]
-    return [judge_prompt(p["name"], _side(fp32), _side(t), _side(q), expected=p["expected"])
-            for p, fp32, t, q in zip(lc_ref["prompts"], lc_ref["reference"], lc["generations"][test],
-                                     lc["generations"][peer], strict=True)]
+    return [
+        judge_prompt(p["name"], _side(fp32), _side(t), _side(q), expected=p["expected"])
+        for p, fp32, t, q in zip(
+            lc_ref["prompts"],
+            lc_ref["reference"],
+            lc["generations"][test],
+            lc["generations"][peer],
+            strict=True,
+        )
+    ]
 
 
-def _report(artifacts_dir, name: str, records: list[PeerBoundAgreement], problems: list[str]) -> None:
+def _report(
+    artifacts_dir, name: str, records: list[PeerBoundAgreement], problems: list[str]
+) -> None:
     lines = table_lines(records)
     record_agreement(artifacts_dir, name, records, table=lines + [f"bound: {p}" for p in problems])
     print(f"\n{name}:\n" + "\n".join(lines) + ("\n" + "\n".join(problems) if problems else ""))
@@ -114,8 +161,8 @@ def _report(artifacts_dir, name: str, records: list[PeerBoundAgreement], problem
 
 @pytest.mark.parametrize("engines", _set_params(HEALTHY))
 def test_tilelang_agrees_with_fp32_as_closely_as_the_peer(engines, runs, reference, artifacts_dir):
-    """The tiny model: greedy tokens agree with FP32 (top-5 rule); logprobs over every prompt row and
-    the agreed steps move at most 2x the peer's, pooled over the prompts."""
+    """The tiny model: greedy tokens agree with FP32 (top-5 rule); logprobs over every prompt row
+    and the agreed steps move at most 2x the peer's, pooled over the prompts."""
     got = runs[engines.name].result(RESULT_TIMEOUT_S)
     records = tiny_records(reference, got, plan.TILELANG, PEER)
     problems = bound_problems(records, pooled=True)
@@ -124,13 +171,20 @@ def test_tilelang_agrees_with_fp32_as_closely_as_the_peer(engines, runs, referen
 
 
 @pytest.mark.parametrize("engines", _set_params(HEALTHY))
-def test_long_context_agrees_with_fp32_as_closely_as_the_peer(engines, runs, reference, artifacts_dir):
+def test_long_context_agrees_with_fp32_as_closely_as_the_peer(
+    engines, runs, reference, artifacts_dir
+):
     """3782, 8192 and 32768 tokens through chunked prefill: tokens agree, the answer is right, and
     each prompt's step and prompt-row logprobs move at most 2x the peer's."""
     got = runs[engines.name].result(RESULT_TIMEOUT_S)
     records = long_records(reference, got, plan.TILELANG, PEER)
     problems = bound_problems(records, pooled=False)
-    _report(artifacts_dir, f"sglang-gpu-{engines.name}-long-context-tilelang-vs-{PEER}", records, problems)
+    _report(
+        artifacts_dir,
+        f"sglang-gpu-{engines.name}-long-context-tilelang-vs-{PEER}",
+        records,
+        problems,
+    )
     assert [r.prompt for r in records] == [f"retrieval-{n}" for n in plan.LONG_LENGTHS]
     assert not problems, "\n".join(problems)
 
@@ -138,7 +192,9 @@ def test_long_context_agrees_with_fp32_as_closely_as_the_peer(engines, runs, ref
 def _expected_tokens(generations: list) -> tuple[int, int]:
     """(prompt tokens the engine computed, decode steps it ran) over every request served."""
     flat = [g for round_ in generations for g in round_]
-    return sum(g["prompt_tokens"] - g["cached_tokens"] for g in flat), sum(g["completion_tokens"] - 1 for g in flat)
+    return sum(g["prompt_tokens"] - g["cached_tokens"] for g in flat), sum(
+        g["completion_tokens"] - 1 for g in flat
+    )
 
 
 @pytest.mark.parametrize("engines", _set_params(HEALTHY))
@@ -147,16 +203,25 @@ def test_the_kernels_served_every_forward(engines, runs):
     decode step; graphs were captured and replayed when on, never when off; the paths the plan
     asks for ran: a radix-cache hit, requests joining while others decode, chunked prefill."""
     got = runs[engines.name].result(RESULT_TIMEOUT_S)
-    for phase, markers, generations in (("tiny", got["markers"], got["generations"][plan.TILELANG]),
-                                        ("long-context", got["long_context"]["markers"],
-                                         [got["long_context"]["generations"][plan.TILELANG]])):
+    for phase, markers, generations in (
+        ("tiny", got["markers"], got["generations"][plan.TILELANG]),
+        (
+            "long-context",
+            got["long_context"]["markers"],
+            [got["long_context"]["generations"][plan.TILELANG]],
+        ),
+    ):
         s = served(markers, plan.TILELANG)
-        assert s.mode == "kernel" and s.ppid == got["pid"], (phase, s)  # built in SGLang's scheduler
+        # built in SGLang's scheduler
+        assert s.mode == "kernel" and s.ppid == got["pid"], (phase, s)
         assert {"first-extend", "first-decode"} <= s.entry_points, (phase, s)
         prompt_tokens, decode_steps = _expected_tokens(generations)
         assert s.extend_tokens == prompt_tokens, (phase, s, prompt_tokens)
-        assert s.decode_tokens >= decode_steps, (phase, s, decode_steps)  # the overlap scheduler may run one more
-        assert (s.replays > 0 and s.captures > 0) if engines.graphs else (s.replays == s.captures == 0), (phase, s)
+        # the overlap scheduler may run one more
+        assert s.decode_tokens >= decode_steps, (phase, s, decode_steps)
+        assert (
+            (s.replays > 0 and s.captures > 0) if engines.graphs else (s.replays == s.captures == 0)
+        ), (phase, s)
         assert s.joined_while_decoding > 0 or phase == "long-context", (phase, s)
     tiny = got["generations"][plan.TILELANG]
     assert tiny[1][0]["cached_tokens"] > 0, "round 1 was not answered from the radix cache"
@@ -164,22 +229,35 @@ def test_the_kernels_served_every_forward(engines, runs):
     assert long_served.prefixed_extends >= max(plan.LONG_LENGTHS) // plan.CHUNK - 1, long_served
 
 
-@pytest.mark.parametrize("bug", [pytest.param(b, marks=pytest.mark.xdist_group(f"sglang-gpu-planted-{b}")) for b in KERNEL_BUGS])
+@pytest.mark.parametrize(
+    "bug",
+    [
+        pytest.param(b, marks=pytest.mark.xdist_group(f"sglang-gpu-planted-{b}"))
+        for b in KERNEL_BUGS
+    ],
+)
 def test_planted_kernel_bug_fails_the_judgement(bug, runs, reference, artifacts_dir):
     """Self-test: the production kernels with ``bug`` planted, through SGLang's engine, must fail
     the judgement above on the tiny model or at long context (against the fp16 eager set's peer)."""
     got = dict(runs[_planted_set(bug).name].result(RESULT_TIMEOUT_S))
     peer = runs[plan.PLANTED_PEER_SET].result(RESULT_TIMEOUT_S)
     got["generations"] = got["generations"] | {PEER: peer["generations"][PEER]}
-    got["long_context"] = got["long_context"] | {"generations": got["long_context"]["generations"] | {
-        PEER: peer["long_context"]["generations"][PEER]}}
+    got["long_context"] = got["long_context"] | {
+        "generations": got["long_context"]["generations"]
+        | {PEER: peer["long_context"]["generations"][PEER]}
+    }
     assert served(got["markers"], PLANTED[bug]).mode == "kernel"
     tiny = tiny_records(reference, got, PLANTED[bug], PEER)
     long = long_records(reference, got, PLANTED[bug], PEER)
-    tiny_problems, long_problems = bound_problems(tiny, pooled=True), bound_problems(long, pooled=False)
+    tiny_problems, long_problems = (
+        bound_problems(tiny, pooled=True),
+        bound_problems(long, pooled=False),
+    )
     _report(artifacts_dir, f"sglang-gpu-planted-{bug}-tiny", tiny, tiny_problems)
     _report(artifacts_dir, f"sglang-gpu-planted-{bug}-long-context", long, long_problems)
-    assert tiny_problems or long_problems, f"planted {bug} passed the SGLang judgement on every prompt"
+    assert tiny_problems or long_problems, (
+        f"planted {bug} passed the SGLang judgement on every prompt"
+    )
 
 
 @pytest.mark.llama3
@@ -188,8 +266,12 @@ def test_llama3_checkpoint_agrees_with_fp32_as_closely_as_the_peer(request, arti
     """A local Meta-Llama-3 (--llama3-path), bf16, the tiny model's prompts and judgement."""
     path = str(Path(request.config.getoption("--llama3-path")).resolve())
     root = Path(os.environ["TILEGATE_RUN_DIR"]) / "sglang-gpu"
-    got = EngineRun(root / "llama3", plan.checkpoint_spec(path, (plan.TILELANG, PEER)), python=Path(sys.executable),
-                    cpu=False).result(3600)
+    got = EngineRun(
+        root / "llama3",
+        plan.checkpoint_spec(path, (plan.TILELANG, PEER)),
+        python=Path(sys.executable),
+        cpu=False,
+    ).result(3600)
     records = tiny_records(got, got, plan.TILELANG, PEER)
     problems = bound_problems(records, pooled=True)
     _report(artifacts_dir, f"sglang-gpu-llama3-tilelang-vs-{PEER}", records, problems)

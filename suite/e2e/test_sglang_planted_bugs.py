@@ -29,6 +29,7 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
     def recorder(kind):
         def call(meta, q, k_pool, v_pool, scale=None, cfg=None, defect=None):
             calls.append((kind, scale, defect, meta.seq_lens.tolist()))
+
         return call
 
     monkeypatch.setattr(sglang_backend, "local_target", lambda: "sm90")
@@ -41,7 +42,10 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
     ops.extend(meta, None, None, None, 0.5)
     ops.decode(meta, None, None, None, 0.5)
     (e_scale, e_defect, _), (d_scale, d_defect, shift) = EXPECTED[bug]
-    assert calls == [("extend", 0.5 * e_scale, e_defect, [5, 9]), ("decode", 0.5 * d_scale, d_defect, [5 - shift, 9 - shift])]
+    assert calls == [
+        ("extend", 0.5 * e_scale, e_defect, [5, 9]),
+        ("decode", 0.5 * d_scale, d_defect, [5 - shift, 9 - shift]),
+    ]
     # the kernels get members of their own enumerations, not names (kernels/defects.py)
     defects = [defect for _, _, defect, _ in calls if defect is not None]
     assert all(type(d) in (ExtendDefect, CombineDefect) for d in defects)
@@ -62,4 +66,8 @@ def test_a_selection_starts_only_the_engine_sets_it_reads():
     sets = {s.name: s for s in plan.engine_sets("triton", names)}
     params = [{"engines": sets["bfloat16-graphs"]}, {"bug": "drop_smallest_split"}, {}]
     assert plan.wanted_sets(params, sets.values(), names) == {
-        "reference", "bfloat16-graphs", "float16-eager", "planted-prefix_off_by_one-drop_smallest_split"}
+        "reference",
+        "bfloat16-graphs",
+        "float16-eager",
+        "planted-prefix_off_by_one-drop_smallest_split",
+    }

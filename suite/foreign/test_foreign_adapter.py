@@ -6,32 +6,63 @@ import dataclasses
 
 import pytest
 
-from tilegate.foreign import Capabilities, Config, Finding, ForeignKernel, ForeignKernelError, IsaExpectations, Problem, Provenance, params
+from tilegate.foreign import (
+    Capabilities,
+    Config,
+    Finding,
+    ForeignKernel,
+    ForeignKernelError,
+    IsaExpectations,
+    Problem,
+    Provenance,
+    params,
+)
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.discover import discover, load
-from tilegate.foreign.verdicts import KnownFinding, judge_build, judge_case, lowering_finding, over_budget
+from tilegate.foreign.verdicts import (
+    KnownFinding,
+    judge_build,
+    judge_case,
+    lowering_finding,
+    over_budget,
+)
 from tilegate.gfx942.isa_checks import Violation
 from tilegate.paths import REPO_ROOT
 
-CAPS = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",),
-                    compile_time=("heads",))
-PROBLEM = Problem("h8", dtype="bfloat16", head_dim=128, mask="full", args=(8,),
-                  shape=params(heads=8))
+CAPS = Capabilities(
+    dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=("heads",)
+)
+PROBLEM = Problem(
+    "h8", dtype="bfloat16", head_dim=128, mask="full", args=(8,), shape=params(heads=8)
+)
 CFG = Config("c", kwargs=params(block=64), threads=128)
 NO_MATRIX = IsaExpectations(mfma_input=None, wide_global_loads=False, min_waves_per_simd=1.0)
-KERNEL = ForeignKernel(name="k", provenance=Provenance("json", package="no-such-package-here"),
-                       factory="f", configs={"gfx942": (CFG,)}, problems=(PROBLEM,),
-                       capabilities=CAPS, isa=NO_MATRIX, lds_estimate=lambda p, c: 70000,
-                       findings=(Finding(rules=frozenset({"spill", "mfma"}), reason="known"),))
+KERNEL = ForeignKernel(
+    name="k",
+    provenance=Provenance("json", package="no-such-package-here"),
+    factory="f",
+    configs={"gfx942": (CFG,)},
+    problems=(PROBLEM,),
+    capabilities=CAPS,
+    isa=NO_MATRIX,
+    lds_estimate=lambda p, c: 70000,
+    findings=(Finding(rules=frozenset({"spill", "mfma"}), reason="known"),),
+)
 KERNELS = [KERNEL]  # what load() finds in this module
 TWIN = [dataclasses.replace(KERNEL)]  # another kernel of the same name
 
 
 def test_a_problem_outside_the_capabilities_is_refused_by_name():
-    with pytest.raises(ForeignKernelError, match="problem h8 has dtype 'float16', outside its capabilities"):
+    with pytest.raises(
+        ForeignKernelError, match="problem h8 has dtype 'float16', outside its capabilities"
+    ):
         dataclasses.replace(KERNEL, problems=(dataclasses.replace(PROBLEM, dtype="float16"),))
-    with pytest.raises(ForeignKernelError, match=r"fixes \['topk'\], which its capabilities do not declare"):
-        dataclasses.replace(KERNEL, problems=(dataclasses.replace(PROBLEM, shape=params(topk=2048)),))
+    with pytest.raises(
+        ForeignKernelError, match=r"fixes \['topk'\], which its capabilities do not declare"
+    ):
+        dataclasses.replace(
+            KERNEL, problems=(dataclasses.replace(PROBLEM, shape=params(topk=2048)),)
+        )
     with pytest.raises(ForeignKernelError, match="a GPU family needs a launcher"):
         dataclasses.replace(KERNEL, family="sparse-mla")
 
@@ -53,7 +84,9 @@ def test_the_records_take_keywords_so_an_adapter_says_what_each_value_is():
 
 
 def test_discovery_names_what_it_could_not_load():
-    with pytest.raises(ForeignKernelError, match="--tilegate-kernels 'no_such_adapter': ModuleNotFoundError"):
+    with pytest.raises(
+        ForeignKernelError, match="--tilegate-kernels 'no_such_adapter': ModuleNotFoundError"
+    ):
         discover(["no_such_adapter"])
     with pytest.raises(ForeignKernelError, match="holds str, not tilegate.foreign.ForeignKernel"):
         load("tilegate.foreign.sglang_dsa:__doc__", "test")
@@ -63,10 +96,15 @@ def test_discovery_names_what_it_could_not_load():
 
 
 def test_provenance_says_what_is_missing_in_one_line():
-    assert KERNEL.provenance.missing_reason().startswith("no-such-package-here is not installed in this environment")
+    assert KERNEL.provenance.missing_reason().startswith(
+        "no-such-package-here is not installed in this environment"
+    )
     wrong = Provenance("pytest", package="pytest", version="0.0.1")
     assert " is installed, the adapter is for 0.0.1" in wrong.missing_reason()
-    assert Provenance("x", path="/no/such/kernel.py").missing_reason() == "kernel source /no/such/kernel.py not found"
+    assert (
+        Provenance("x", path="/no/such/kernel.py").missing_reason()
+        == "kernel source /no/such/kernel.py not found"
+    )
     with pytest.raises(ValueError, match="name a package or a path"):
         Provenance("x")
 
@@ -81,45 +119,74 @@ def test_a_known_finding_must_break_exactly_its_rules_and_be_no_worse():
     spill, mfma, lds = Violation("spill", "x"), Violation("mfma", "y"), Violation("lds-budget", "z")
     with pytest.raises(KnownFinding):
         judge_build(KERNEL, findings, [spill, mfma], {})
-    for broken in ([spill], [spill, mfma, lds]):  # partly fixed, or something more broke: a plain failure
+    # partly fixed, or something more broke: a plain failure
+    for broken in ([spill], [spill, mfma, lds]):
         with pytest.raises(AssertionError, match="the known finding broke") as info:
             judge_build(KERNEL, findings, broken, {})
         assert not isinstance(info.value, KnownFinding)
     judge_build(KERNEL, [], [], {})  # nothing known, nothing broken
-    bounded = [dataclasses.replace(findings[0], worst=params(vgpr_spill_count=395, waves_per_simd=0.5))]
+    bounded = [
+        dataclasses.replace(findings[0], worst=params(vgpr_spill_count=395, waves_per_simd=0.5))
+    ]
     with pytest.raises(KnownFinding):
-        judge_build(KERNEL, bounded, [spill, mfma], {"vgpr_spill_count": 395, "waves_per_simd": 0.5})
-    for worse in ({"vgpr_spill_count": 396, "waves_per_simd": 0.5}, {"vgpr_spill_count": 10, "waves_per_simd": 0.25}):
+        judge_build(
+            KERNEL, bounded, [spill, mfma], {"vgpr_spill_count": 395, "waves_per_simd": 0.5}
+        )
+    for worse in (
+        {"vgpr_spill_count": 396, "waves_per_simd": 0.5},
+        {"vgpr_spill_count": 10, "waves_per_simd": 0.25},
+    ):
         with pytest.raises(AssertionError, match="worse than its known finding") as info:
             judge_build(KERNEL, bounded, [spill, mfma], worse)
         assert not isinstance(info.value, KnownFinding)
 
 
 def test_a_gpu_finding_stands_only_for_its_own_failure():
-    nan = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-x"}),
-                  nonfinite=True)
-    big = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-x"}),
-                  worst=params(max_ratio=100))
-    for finding, args, stands in ((nan, {"nonfinite": True}, True), (nan, {"max_ratio": 3.0}, False),
-                                  (big, {"max_ratio": 45.0}, True), (big, {"max_ratio": 1e4}, False)):
+    nan = Finding(
+        rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-x"}), nonfinite=True
+    )
+    big = Finding(
+        rules=frozenset({"numerics"}),
+        reason="r",
+        cases=frozenset({"t1-x"}),
+        worst=params(max_ratio=100),
+    )
+    for finding, args, stands in (
+        (nan, {"nonfinite": True}, True),
+        (nan, {"max_ratio": 3.0}, False),
+        (big, {"max_ratio": 45.0}, True),
+        (big, {"max_ratio": 1e4}, False),
+    ):
         kernel = dataclasses.replace(KERNEL, findings=(finding,))
         with pytest.raises(AssertionError) as info:
             judge_case(kernel, "t1-x", "numerics", "msg", **args)
         assert isinstance(info.value, KnownFinding) == stands, (finding, args)
-    lowering = Finding(rules=frozenset({"lowering"}), reason="r", cases=frozenset({"t1-x"}),
-                       error="cannot be reordered")
+    lowering = Finding(
+        rules=frozenset({"lowering"}),
+        reason="r",
+        cases=frozenset({"t1-x"}),
+        error="cannot be reordered",
+    )
     kernel = dataclasses.replace(KERNEL, findings=(lowering,))
     assert lowering_finding(kernel, "t1-x", "numerics", RuntimeError("... cannot be reordered ..."))
-    assert lowering_finding(kernel, "t1-x", "numerics", TypeError("launch() got an unexpected keyword")) is None
+    assert (
+        lowering_finding(
+            kernel, "t1-x", "numerics", TypeError("launch() got an unexpected keyword")
+        )
+        is None
+    )
 
 
 def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
     scoped = Finding(rules=frozenset({"numerics"}), reason="r", cases=frozenset({"t1-dense"}))
-    assert scoped.covers_case("t1-dense", "numerics") and not scoped.covers_case("t1-dense", "determinism")
+    assert scoped.covers_case("t1-dense", "numerics") and not scoped.covers_case(
+        "t1-dense", "determinism"
+    )
     assert not scoped.covers("h8", "c"), "a GPU case's finding is not an ISA one"
     assert not dataclasses.replace(scoped, tilelang="0.0.1").covers_case("t1-dense", "numerics")
-    lowering = Finding(rules=frozenset({"lowering"}), reason="r", cases=frozenset({"t1-dense"}),
-                       gpu="no-such-gpu")
+    lowering = Finding(
+        rules=frozenset({"lowering"}), reason="r", cases=frozenset({"t1-dense"}), gpu="no-such-gpu"
+    )
     assert not lowering.covers_case("t1-dense", "numerics")
     anywhere = dataclasses.replace(lowering, gpu=None)
     assert anywhere.covers_case("t1-dense", "determinism")
@@ -130,15 +197,21 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(builder,
     """Provenance by path (no package): the file is loaded as a module, built for gfx942, and an
     edit to it changes the cache key."""
     source = tmp_path / "scores_by_path.py"
-    source.write_text((REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text())
+    source.write_text(
+        (REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text()
+    )
     caps = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=())
     config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=128)
     kernel = ForeignKernel(
-        name="by-path", provenance=Provenance("tilegate_test_scores_by_path", path=str(source)),
-        factory="scores", configs={"gfx942": (config,)},
-        problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),), capabilities=caps,
+        name="by-path",
+        provenance=Provenance("tilegate_test_scores_by_path", path=str(source)),
+        factory="scores",
+        configs={"gfx942": (config,)},
+        problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),),
+        capabilities=caps,
         isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
-        lds_estimate=lambda p, c: 32768)
+        lds_estimate=lambda p, c: 32768,
+    )
     case = ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
     assert kernel.provenance.missing_reason() is None
     assert builder.isa_reading(case).histogram("v_mfma")

@@ -1,7 +1,7 @@
-"""SGLang 0.5.23's TileLang kernels through the foreign-kernel tiers, gfx942 compile and ISA, in the
-venv that has SGLang (tilegate/harness/sglang/foreign_venv.py), under SGLang's TileLang pin and the gate's.
-Every test there passes, is a strict expected failure (a known finding, tilegate/foreign/
-sglang_findings.py), or skips for a reason the adapters' capabilities give."""
+"""SGLang 0.5.23's TileLang kernels through the foreign-kernel tiers, gfx942 compile and ISA, in
+the venv that has SGLang (tilegate/harness/sglang/foreign_venv.py), under SGLang's TileLang pin
+and the gate's. Every test there passes, is a strict expected failure (a known finding,
+tilegate/foreign/ sglang_findings.py), or skips for a reason the adapters' capabilities give."""
 
 import shutil
 
@@ -26,14 +26,28 @@ def test_sglang_kernels_gfx942_tiers(request, artifacts_dir, version):
     out = artifacts_dir / f"foreign-tilelang-{version}"
     result = foreign_venv.run_tiers(version, out, request.config.getoption("--tilegate-cache"))
     xfailed = [o for o in result.skipped if o.reason in FINDINGS]
-    other = [o for o in result.skipped if o not in xfailed and not o.reason.startswith(EXPECTED_SKIPS)
-             and "its capabilities leave out" not in o.reason]
+    other = [
+        o
+        for o in result.skipped
+        if o not in xfailed
+        and not o.reason.startswith(EXPECTED_SKIPS)
+        and "its capabilities leave out" not in o.reason
+    ]
     problems = [f"{o.kind} {o.test}: {o.reason}" for o in result.failed + other]
-    assert not problems, f"SGLang's kernels under TileLang {version}, log {result.log}:\n" + "\n".join(problems)
+    assert not problems, (
+        f"SGLang's kernels under TileLang {version}, log {result.log}:\n" + "\n".join(problems)
+    )
     assert result.returncode == 0, f"pytest exited {result.returncode}: {result.log}"
     ran = {o.test.split("[")[0].rsplit("::", 1)[-1] for o in result.passed + xfailed}
-    assert {"test_foreign_compile", "test_foreign_isa", "test_foreign_provenance"} <= ran, (ran, result.log)
+    assert {"test_foreign_compile", "test_foreign_isa", "test_foreign_provenance"} <= ran, (
+        ran,
+        result.log,
+    )
     assert xfailed, f"no known finding was checked: {result.log}"
-    shutil.copytree(out / "foreign", artifacts_dir / "foreign", dirs_exist_ok=True)  # the step summary's findings
-    print(f"TileLang {version}: {len([o for o in result.outcomes if o.kind == PASSED])} passed, {len(xfailed)} known "
-          f"findings, {len(result.skipped) - len(xfailed)} skipped in {result.wall_s:.0f} s")
+    # the step summary's findings
+    shutil.copytree(out / "foreign", artifacts_dir / "foreign", dirs_exist_ok=True)
+    print(
+        f"TileLang {version}: {len([o for o in result.outcomes if o.kind == PASSED])} passed, "
+        f"{len(xfailed)} known "
+        f"findings, {len(result.skipped) - len(xfailed)} skipped in {result.wall_s:.0f} s"
+    )

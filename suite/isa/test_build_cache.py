@@ -19,15 +19,31 @@ from tilegate import lowering
 from tilegate.builder import KernelBuilder
 from tilegate.fixtures.compile_cases import cases
 from tilegate.gfx942 import code_object as codeobj
-from tilegate.gfx942.code_object import MANIFEST, CacheEntryDiscarded, build_code_object, entry_problem
+from tilegate.gfx942.code_object import (
+    MANIFEST,
+    CacheEntryDiscarded,
+    build_code_object,
+    entry_problem,
+)
 from tilegate.gfx942.toolchain import GFX942_TARGET_ID, find_toolchain
 from tilegate.paths import REPO_ROOT
 
 # A kernel that needs no HIP header, built by light_toolchain(): the cache's behaviour does not
 # depend on what a source includes, and this builds in 0.2 s where a HIP source takes 2 s.
-TINY_KERNEL = 'extern "C" __attribute__((global)) void tiny(float* x) { x[__builtin_amdgcn_workitem_id_x()] *= 2.0f; }\n'
-LIGHT_FLAGS = ("-x", "hip", f"--offload-arch={GFX942_TARGET_ID}", "--offload-device-only", "--no-gpu-bundle-output",
-               "-O3", "-nogpuinc", "-nogpulib")
+TINY_KERNEL = (
+    'extern "C" __attribute__((global)) void tiny(float* x) '
+    "{ x[__builtin_amdgcn_workitem_id_x()] *= 2.0f; }\n"
+)
+LIGHT_FLAGS = (
+    "-x",
+    "hip",
+    f"--offload-arch={GFX942_TARGET_ID}",
+    "--offload-device-only",
+    "--no-gpu-bundle-output",
+    "-O3",
+    "-nogpuinc",
+    "-nogpulib",
+)
 
 
 def light_toolchain():
@@ -42,7 +58,13 @@ def built(tmp_path_factory):
     case = next(c for c in cases("gfx942") if c.kernel == "paged_decode_combine")
     builder = KernelBuilder(tmp_path_factory.mktemp("built") / "cache")
     obj = builder.code_object(case)
-    return builder.cache_dir, case, obj.hsaco.read_bytes(), obj.disassembly(), builder.isa_reading(case).metrics()
+    return (
+        builder.cache_dir,
+        case,
+        obj.hsaco.read_bytes(),
+        obj.disassembly(),
+        builder.isa_reading(case).metrics(),
+    )
 
 
 def copy_cache(built, tmp_path: Path) -> Path:
@@ -51,27 +73,35 @@ def copy_cache(built, tmp_path: Path) -> Path:
 
 def only_entry(cache: Path, kind: str) -> Path:
     entries = sorted((cache / kind).iterdir())
-    assert len(entries) == 1, f"expected one {kind} entry and nothing else, found {[p.name for p in entries]}"
+    assert len(entries) == 1, (
+        f"expected one {kind} entry and nothing else, found {[p.name for p in entries]}"
+    )
     return entries[0]
 
 
 def test_truncated_code_object_is_rebuilt(built, tmp_path):
-    # Symptom: a kernel.hsaco cut short (full disk, killed worker, half-restored CI cache) was loaded as is.
-    # Fix: every entry has a manifest (size, sha256 per file) checked on load; a mismatch rebuilds it.
+    # Symptom: a kernel.hsaco cut short (full disk, killed worker, half-restored CI cache) was
+    # loaded as is.
+    # Fix: every entry has a manifest (size, sha256 per file) checked on load; a mismatch rebuilds
+    # it.
     cache, case = copy_cache(built, tmp_path), built[1]
     hsaco = KernelBuilder(cache).code_object(case).hsaco
     hsaco.write_bytes(built[2][: len(built[2]) // 2])
     session = KernelBuilder(cache)  # a later run: only the disk cache is shared
     with pytest.warns(CacheEntryDiscarded, match=r"kernel\.hsaco has \d+ bytes, its manifest says"):
         rebuilt = session.code_object(case)
-    assert rebuilt.hsaco.read_bytes() == built[2], "the rebuilt code object is not the full object again"
+    assert rebuilt.hsaco.read_bytes() == built[2], (
+        "the rebuilt code object is not the full object again"
+    )
     assert session.isa_reading(case).metrics() == built[4]
     assert entry_problem(only_entry(cache, "hsaco")) is None
 
 
 def test_altered_listing_is_rebuilt(built, tmp_path):
-    # Symptom: a listing with flipped bytes (same size) fed the ISA rules instructions the compiler never emitted.
-    # Fix: the manifest's sha256 covers the listing, notes and ELF header too, not only the code object.
+    # Symptom: a listing with flipped bytes (same size) fed the ISA rules instructions the compiler
+    # never emitted.
+    # Fix: the manifest's sha256 covers the listing, notes and ELF header too, not only the code
+    # object.
     cache, case = copy_cache(built, tmp_path), built[1]
     listing = KernelBuilder(cache).code_object(case).listing
     data = bytearray(listing.read_bytes())
@@ -85,8 +115,10 @@ def test_altered_listing_is_rebuilt(built, tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncated", "garbled"])
 def test_damaged_lowered_entry_is_relowered(built, tmp_path, monkeypatch, damage):
-    # Symptom: a truncated lowered JSON crashed the run; a garbled one that still parsed was compiled as the kernel.
-    # Fix: the entry embeds the sha256 of its fields; an entry that fails to parse or match is relowered.
+    # Symptom: a truncated lowered JSON crashed the run; a garbled one that still parsed was
+    # compiled as the kernel.
+    # Fix: the entry embeds the sha256 of its fields; an entry that fails to parse or match is
+    # relowered.
     cache, case = copy_cache(built, tmp_path), built[1]
     before = KernelBuilder(cache).lowered(case)
     path = only_entry(cache, "lowered")
@@ -100,12 +132,20 @@ def test_damaged_lowered_entry_is_relowered(built, tmp_path, monkeypatch, damage
         path.write_text(json.dumps(entry))
     real, calls = lowering.lower, []
     monkeypatch.setattr("tilegate.lowering.lower", lambda *a: calls.append(a) or real(*a))
-    with pytest.warns(CacheEntryDiscarded, match="unreadable" if damage == "truncated" else "does not match its sha256"):
+    with pytest.warns(
+        CacheEntryDiscarded,
+        match="unreadable" if damage == "truncated" else "does not match its sha256",
+    ):
         again = KernelBuilder(cache).lowered(case)
     assert len(calls) == 1
-    assert (again.lds_bytes, again.symbol, _names_folded(again.source)) == \
-        (before.lds_bytes, before.symbol, _names_folded(before.source))
-    monkeypatch.setattr("tilegate.lowering.lower", lambda *a: pytest.fail("the rewritten entry was not reused"))
+    assert (again.lds_bytes, again.symbol, _names_folded(again.source)) == (
+        before.lds_bytes,
+        before.symbol,
+        _names_folded(before.source),
+    )
+    monkeypatch.setattr(
+        "tilegate.lowering.lower", lambda *a: pytest.fail("the rewritten entry was not reused")
+    )
     assert KernelBuilder(cache).lowered(case) == again
 
 
@@ -129,10 +169,14 @@ def tiny_copy(tiny_cache: Path, tmp_path: Path):
     return build_code_object(TINY_KERNEL, light_toolchain(), tmp_path)
 
 
-@pytest.mark.parametrize("damage", ["manifest deleted", "manifest garbled", "manifest field missing", "file deleted"])
+@pytest.mark.parametrize(
+    "damage", ["manifest deleted", "manifest garbled", "manifest field missing", "file deleted"]
+)
 def test_entry_with_broken_manifest_or_missing_file_is_rebuilt(tiny_cache, tmp_path, damage):
-    # Symptom: an entry counted as complete when kernel.hsaco existed, whatever the other files held.
-    # Fix: no manifest, an unreadable one, or a file it lists missing: the entry is discarded and rebuilt.
+    # Symptom: an entry counted as complete when kernel.hsaco existed, whatever the other files
+    # held.
+    # Fix: no manifest, an unreadable one, or a file it lists missing: the entry is discarded and
+    # rebuilt.
     chain = light_toolchain()
     first = tiny_copy(tiny_cache, tmp_path)
     good, manifest = first.hsaco.read_bytes(), first.hsaco.parent / MANIFEST
@@ -141,10 +185,17 @@ def test_entry_with_broken_manifest_or_missing_file_is_rebuilt(tiny_cache, tmp_p
     elif damage == "manifest garbled":
         manifest.write_text(manifest.read_text()[:40])
     elif damage == "manifest field missing":
-        manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "notes.txt"}))
+        manifest.write_text(
+            json.dumps(
+                {k: v for k, v in json.loads(manifest.read_text()).items() if k != "notes.txt"}
+            )
+        )
     else:
         first.notes.unlink()
-    expected = {"manifest deleted": "manifest.json is missing", "file deleted": "notes.txt is missing"}.get(damage, "unreadable manifest")
+    expected = {
+        "manifest deleted": "manifest.json is missing",
+        "file deleted": "notes.txt is missing",
+    }.get(damage, "unreadable manifest")
     with pytest.warns(CacheEntryDiscarded, match=expected):
         again = build_code_object(TINY_KERNEL, chain, tmp_path)
     assert again.hsaco.read_bytes() == good and entry_problem(again.hsaco.parent) is None
@@ -152,8 +203,10 @@ def test_entry_with_broken_manifest_or_missing_file_is_rebuilt(tiny_cache, tmp_p
 
 @pytest.mark.parametrize("theirs_damaged", [False, True], ids=["theirs-good", "theirs-damaged"])
 def test_losing_the_install_race(tiny_cache, tmp_path, monkeypatch, recwarn, theirs_damaged):
-    # Symptom: two workers building one key wrote file by file into one folder; a reader could see a mix.
-    # Fix: build in a folder beside it, rename it into place; the loser keeps the winner's entry if it verifies.
+    # Symptom: two workers building one key wrote file by file into one folder; a reader could see a
+    # mix.
+    # Fix: build in a folder beside it, rename it into place; the loser keeps the winner's entry if
+    # it verifies.
     chain = light_toolchain()
     entry = tiny_copy(tiny_cache, tmp_path).hsaco.parent
     theirs = tmp_path / "theirs"
@@ -182,7 +235,11 @@ import dataclasses
 from tilegate.gfx942.toolchain import find_toolchain
 cache, tag, source, flags = Path(sys.argv[1]), sys.argv[2], sys.argv[3], tuple(sys.argv[4:])
 chain, real, compiles = dataclasses.replace(find_toolchain(), compile_flags=flags), codeobj._run, []
-codeobj._run = lambda cmd, what, *a: (compiles.append(what) if "compile" in what else None) or real(cmd, what, *a)
+def counting_run(cmd, what, *rest):
+    if "compile" in what:
+        compiles.append(what)
+    return real(cmd, what, *rest)
+codeobj._run = counting_run
 (cache / f"ready-{tag}").touch()
 while not (cache / "go").exists():
     time.sleep(0.005)
@@ -192,14 +249,27 @@ print(len(compiles), obj.hsaco)
 
 
 def test_concurrent_builds_leave_one_verified_entry(tmp_path):
-    # Symptom: xdist workers building the same key at once could leave a half-written or mixed entry.
-    # Fix: each builds in its own temporary folder and renames it whole; the loser verifies and keeps the winner's.
+    # Symptom: xdist workers building the same key at once could leave a half-written or mixed
+    # entry.
+    # Fix: each builds in its own temporary folder and renames it whole; the loser verifies and
+    # keeps the winner's.
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), tag, TINY_KERNEL, *LIGHT_FLAGS], cwd=REPO_ROOT, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for tag in "ab"]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(tmp_path), tag, TINY_KERNEL, *LIGHT_FLAGS],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in "ab"
+    ]
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"ready-{tag}").exists() for tag in "ab"):
-        assert time.monotonic() < deadline and all(c.poll() is None for c in children), "a builder did not start"
+        assert time.monotonic() < deadline and all(c.poll() is None for c in children), (
+            "a builder did not start"
+        )
         time.sleep(0.01)
     (tmp_path / "go").touch()  # both start building the same key at the same moment
     results = [c.communicate(timeout=120) for c in children]

@@ -10,7 +10,14 @@ from tilegate.artifacts.records import IsaRecord
 from tilegate.artifacts.render import to_json
 from tilegate.artifacts.writer import write_isa_artifacts
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
-from tilegate.gfx942.golden import REFERENCE_TOOLCHAIN, TOOLCHAIN_INDEPENDENT, UpdateRefused, golden_diff, golden_path, updated_snapshot
+from tilegate.gfx942.golden import (
+    REFERENCE_TOOLCHAIN,
+    TOOLCHAIN_INDEPENDENT,
+    UpdateRefused,
+    golden_diff,
+    golden_path,
+    updated_snapshot,
+)
 from tilegate.gfx942.isa_checks import check_all, check_speed_proxies, describe, rules_broken
 from tilegate.kernels.registry import KERNELS
 
@@ -23,7 +30,9 @@ def test_gfx942_isa(builder, artifacts_dir, case):
     report = builder.isa_reading(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     spec = KERNELS[case.kernel]
-    broken = check_all(report, case.shape.dtype, uses_mfma=spec.uses_mfma, wide_global_loads=spec.wide_global_loads)
+    broken = check_all(
+        report, case.shape.dtype, uses_mfma=spec.uses_mfma, wide_global_loads=spec.wide_global_loads
+    )
     assert not broken, describe(broken)
     slow = check_speed_proxies(report, case.shape.head_dim)
     assert not slow, describe(slow)
@@ -41,10 +50,13 @@ def test_matches_golden_snapshot(builder, update_golden, golden_reason, case):
     report = builder.isa_reading(case)
     toolchain = builder.code_object(case).toolchain
     path = golden_path(case.name, toolchain.kind, tilelang.__version__)
-    actual = json.loads(to_json(IsaRecord.from_report(case.name, report)))  # the artifacts' isa/<case>.json
+    # the artifacts' isa/<case>.json
+    actual = json.loads(to_json(IsaRecord.from_report(case.name, report)))
     if update_golden:
         try:
-            snapshot = updated_snapshot(json.loads(path.read_text()) if path.is_file() else None, actual, golden_reason)
+            snapshot = updated_snapshot(
+                json.loads(path.read_text()) if path.is_file() else None, actual, golden_reason
+            )
         except UpdateRefused as refused:
             pytest.fail(f"{path.name} not updated: {refused}")
         if snapshot is not None:
@@ -55,8 +67,19 @@ def test_matches_golden_snapshot(builder, update_golden, golden_reason, case):
     if not path.is_file():
         # A toolchain with no snapshot yet (ROCm's, on the MI300X runner) is held to what any
         # LLVM must reproduce, against the reference toolchain's snapshot.
-        path, fields = golden_path(case.name, REFERENCE_TOOLCHAIN, tilelang.__version__), TOOLCHAIN_INDEPENDENT
-    assert path.is_file(), f"no golden ISA snapshot {path}: review this build, then record it with --update-golden"
+        path, fields = (
+            golden_path(case.name, REFERENCE_TOOLCHAIN, tilelang.__version__),
+            TOOLCHAIN_INDEPENDENT,
+        )
+    assert path.is_file(), (
+        f"no golden ISA snapshot {path}: review this build, then record it with --update-golden"
+    )
     diff = golden_diff(json.loads(path.read_text()), actual, fields)
-    scope = "" if fields is None else f" (toolchain-independent fields; {toolchain.kind} has no snapshot of its own)"
-    assert not diff, f"ISA changed against {path.name}{scope} (review, then --update-golden):\n" + describe(diff)
+    scope = (
+        ""
+        if fields is None
+        else f" (toolchain-independent fields; {toolchain.kind} has no snapshot of its own)"
+    )
+    assert not diff, (
+        f"ISA changed against {path.name}{scope} (review, then --update-golden):\n" + describe(diff)
+    )

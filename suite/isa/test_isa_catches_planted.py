@@ -8,18 +8,26 @@ from suite_helpers import build_params
 from tilegate.fixtures import planted_kernels as planted
 from tilegate.fixtures.compile_cases import cases
 from tilegate.gfx942.isa import IsaReading
-from tilegate.gfx942.isa_checks import Violation, check_all, check_speed_proxies, describe, rules_broken
+from tilegate.gfx942.isa_checks import (
+    Violation,
+    check_all,
+    check_speed_proxies,
+    describe,
+    rules_broken,
+)
 from tilegate.gfx942.toolchain import GFX942_TARGET_ID
 
 
-@pytest.mark.slow  # a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+# a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+@pytest.mark.slow
 def test_spilling_kernel_is_flagged(builder):
     report = builder.isa_reading(planted.SPILLS)
     assert "spill" in rules_broken(check_all(report, "float16"))
     assert report.vgpr_spill_count > 0 and report.count("scratch_") > 0
 
 
-@pytest.mark.slow  # a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+# a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+@pytest.mark.slow
 def test_lds_overflow_is_flagged(builder):
     # Passes the pre-compile estimate (exactly 64 KiB of tiles); the real LDS does not fit.
     case = planted.LDS_OVERFLOW
@@ -29,7 +37,8 @@ def test_lds_overflow_is_flagged(builder):
     assert "lds-budget" in rules_broken(check_all(report, "float16"))
 
 
-@pytest.mark.slow  # a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+# a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+@pytest.mark.slow
 def test_kernel_without_mfma_is_flagged(builder):
     report = builder.isa_reading(planted.NO_MFMA)
     assert rules_broken(check_all(report, "float16")) == {"mfma"}
@@ -38,18 +47,24 @@ def test_kernel_without_mfma_is_flagged(builder):
 FP16_CASE = next(c for c in cases("gfx942") if c.shape.dtype == "float16")
 
 
-@pytest.mark.xdist_group(f"build-{FP16_CASE.name}")  # the worker that builds it anyway (suite_helpers.build_params)
+# the worker that builds it anyway (suite_helpers.build_params)
+@pytest.mark.xdist_group(f"build-{FP16_CASE.name}")
 def test_mfma_of_the_wrong_input_type_is_flagged(builder):
     report = builder.isa_reading(FP16_CASE)
     assert check_all(report, "float16") == []
     assert rules_broken(check_all(report, "bfloat16")) == {"mfma"}
 
 
-@pytest.mark.slow  # a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+# a big build: started first (tilegate/testing/pytest_plugin.py), not left for the end of the run
+@pytest.mark.slow
 def test_slow_tile_layout_breaks_the_speed_proxies(builder):
     report = builder.isa_reading(planted.SLOW_LAYOUT)
     assert check_all(report, "float16") == []  # a correct kernel: only the speed proxies see it
-    assert rules_broken(check_speed_proxies(report, 128)) == {"lds-read-width", "waves-per-simd", "load-overlap"}
+    assert rules_broken(check_speed_proxies(report, 128)) == {
+        "lds-read-width",
+        "waves-per-simd",
+        "load-overlap",
+    }
 
 
 @pytest.mark.parametrize("case", build_params(planted.LOAD_THEN_WAIT))
@@ -64,11 +79,25 @@ def test_load_then_wait_order_breaks_the_overlap_proxy(builder, case):
 
 def _report(**instructions: int) -> IsaReading:
     """A code object that breaks no rule but what ``instructions`` make it break."""
-    return IsaReading(target_id=f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}", elf_flags="0x54c, gfx942, xnack-, sramecc+",
-                     code_object_version=5, wavefront_size=64, vgpr_count=128, agpr_count=0, sgpr_count=32,
-                     vgpr_spill_count=0, sgpr_spill_count=0, private_segment_bytes=0, uses_dynamic_stack=False,
-                     static_lds_bytes=0, dynamic_lds_bytes=16384, threads=256, compiler="none", inner_loop_cycles=None,
-                     instructions=Counter(instructions))
+    return IsaReading(
+        target_id=f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}",
+        elf_flags="0x54c, gfx942, xnack-, sramecc+",
+        code_object_version=5,
+        wavefront_size=64,
+        vgpr_count=128,
+        agpr_count=0,
+        sgpr_count=32,
+        vgpr_spill_count=0,
+        sgpr_spill_count=0,
+        private_segment_bytes=0,
+        uses_dynamic_stack=False,
+        static_lds_bytes=0,
+        dynamic_lds_bytes=16384,
+        threads=256,
+        compiler="none",
+        inner_loop_cycles=None,
+        instructions=Counter(instructions),
+    )
 
 
 def test_a_kernel_excused_128_bit_loads_is_still_held_to_the_sub_dword_rule():
@@ -76,8 +105,11 @@ def test_a_kernel_excused_128_bit_loads_is_still_held_to_the_sub_dword_rule():
     # reads fp32 one element per thread) skips the 128-bit one only.
     assert check_all(_report(v_mfma_f32_16x16x16_f16=8, global_load_dwordx4=4), "float16") == []
     narrow = _report(v_mfma_f32_16x16x16_f16=8, global_load_ushort=2)
-    assert check_all(narrow, "float16") == [Violation("global-load-width", "global_load_ushort x2"),
-                                            Violation("global-load-width", "no 128-bit global loads")]
+    assert check_all(narrow, "float16") == [
+        Violation("global-load-width", "global_load_ushort x2"),
+        Violation("global-load-width", "no 128-bit global loads"),
+    ]
     excused = check_all(narrow, "float16", wide_global_loads=False)
     assert excused == [Violation("global-load-width", "global_load_ushort x2")]
-    assert describe(excused) == "global-load-width: global_load_ushort x2"  # as an ISA test's message shows it
+    # as an ISA test's message shows it
+    assert describe(excused) == "global-load-width: global_load_ushort x2"

@@ -11,7 +11,9 @@ REF = _run([5, 6, 7], [{5: -0.1, 9: -3.0}, {6: -0.2, 8: -2.0}, {7: -0.1, 1: -4.0
 
 
 def test_identical_outputs_agree():
-    r = compare("p", REF, _run([5, 6, 7], [{5: -0.12, 9: -3.1}, {6: -0.25, 8: -2.0}, {7: -0.1, 1: -4.0}]))
+    r = compare(
+        "p", REF, _run([5, 6, 7], [{5: -0.12, 9: -3.1}, {6: -0.25, 8: -2.0}, {7: -0.1, 1: -4.0}])
+    )
     assert r.passed and r.first_divergence is None and r.agreement_fraction == 1.0
     assert abs(r.max_logprob_diff - 0.05) < 1e-9 and abs(r.min_ref_margin - 1.8) < 1e-9
 

@@ -1,5 +1,6 @@
 """The MI300X job's own scripts, run here as the workflow runs them: the GPU-idle check and the
-per-trust-level compile caches (the container, the export and the records: test_runner_boundary.py)."""
+per-trust-level compile caches (the container, the export and the records:
+test_runner_boundary.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,14 @@ SCRIPTS = REPO_ROOT / "scripts"
 
 
 def _run(*cmd, env=None, cwd=None):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(c) for c in cmd],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_gpu_idle_passes_an_idle_gpu_and_names_every_process_holding_one(tmp_path):
@@ -30,7 +37,11 @@ def test_gpu_idle_passes_an_idle_gpu_and_names_every_process_holding_one(tmp_pat
         out = _run(sys.executable, SCRIPTS / "gpu_idle.py", "--when", "after", "--kfd-proc", kfd)
     finally:
         holder.kill()
-    assert out.returncode == 1 and f"pid {holder.pid}: {sys.executable} -c" in out.stderr and "after the gate" in out.stderr
+    assert (
+        out.returncode == 1
+        and f"pid {holder.pid}: {sys.executable} -c" in out.stderr
+        and "after the gate" in out.stderr
+    )
 
 
 def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
@@ -39,14 +50,20 @@ def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
 
 
 def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path):
-    env = {"HOME": str(tmp_path / "home"), "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_RUN_ID": "42"}
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_RUN_ID": "42",
+    }
     main = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "main", env=env).stdout.strip()
     (tmp_path / "home/.cache/tilegate/main/entry").write_text("built on main")
     pr = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "pr", env=env).stdout.strip()
     assert main != pr and (tmp_path / pr / "entry").read_text() == "built on main"
     (tmp_path / pr / "entry").write_text("written by a pull request")
     (tmp_path / pr / "planted").write_text("a poisoned code object")
-    assert (tmp_path / main / "entry").read_text() == "built on main" and not (tmp_path / main / "planted").exists()
+    assert (tmp_path / main / "entry").read_text() == "built on main" and not (
+        tmp_path / main / "planted"
+    ).exists()
     assert _run("bash", SCRIPTS / "mi300x-cache.sh", "cleanup", "pr", env=env).returncode == 0
     assert not (tmp_path / pr).exists() and (tmp_path / main).is_dir()
 
@@ -67,14 +84,15 @@ class Selected:
 
 def collect(*options):
     selected = Selected()
-    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *options, *sys.argv[3:]],
-                       plugins=[selected])
+    args = ["--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *options, *sys.argv[3:]]
+    code = pytest.main(args, plugins=[selected])
     assert code == 0, f"collection exited {code}"
     return selected.ids
 
 
 split = ("--splits", "2", "--durations-path", sys.argv[2])
-Path(sys.argv[1]).write_text(json.dumps([collect(*split, "--group", "1"), collect(*split, "--group", "2"), collect()]))
+groups = [collect(*split, "--group", "1"), collect(*split, "--group", "2"), collect()]
+Path(sys.argv[1]).write_text(json.dumps(groups))
 """
 
 
@@ -82,8 +100,16 @@ Path(sys.argv[1]).write_text(json.dumps([collect(*split, "--group", "1"), collec
 def test_the_shards_of_a_split_run_share_out_every_test_once(tmp_path):
     """The MI300X job's two shards (pytest-split over the committed .test_durations)."""
     out = tmp_path / "shards.json"
-    proc = _run(sys.executable, "-c", _COLLECT_SHARDS, out, REPO_ROOT / ".test_durations",
-                "suite/e2e/test_sglang_gpu.py", "suite/numerics/test_cuda_graph.py", cwd=REPO_ROOT)
+    proc = _run(
+        sys.executable,
+        "-c",
+        _COLLECT_SHARDS,
+        out,
+        REPO_ROOT / ".test_durations",
+        "suite/e2e/test_sglang_gpu.py",
+        "suite/numerics/test_cuda_graph.py",
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     first, second, everything = (set(ids) for ids in json.loads(out.read_text()))
     assert first and second and not first & second

@@ -65,13 +65,16 @@ def test_unknown_accumulator_dtype_is_rejected():
 
 
 def test_every_gfx942_config_prefetches_the_next_key_block():
-    """TileLang pipelines no copy below gfx950: without the register prefetch every K/V load of the
-    inner loop is waited for before a matrix instruction issues (the ISA tier's load-overlap rule)."""
+    """TileLang pipelines no copy below gfx950: without the register prefetch every K/V load of
+    the inner loop is waited for before a matrix instruction issues (the ISA tier's load-overlap
+    rule)."""
     from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
 
     for tables in (CONFIG_TABLES, EXTEND_TABLES, DECODE_TABLES):
         for configs in tables["gfx942"].values():
-            assert all(cfg.prefetch_kv and cfg.v_transposed for cfg in configs), [c.name for c in configs]
+            assert all(cfg.prefetch_kv and cfg.v_transposed for cfg in configs), [
+                c.name for c in configs
+            ]
 
 
 def test_a_gathering_producer_warpgroup_is_refused_where_it_cannot_run():
@@ -91,16 +94,22 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     from tilegate import runtime
 
     seen = []
-    monkeypatch.setattr(runtime, "_compiled", lambda factory, shape, cfg, passes, **kw: seen.append(dict(passes)))
+    monkeypatch.setattr(
+        runtime, "_compiled", lambda factory, shape, cfg, passes, **kw: seen.append(dict(passes))
+    )
     for target in ("sm90", "gfx942"):
         monkeypatch.setattr(runtime, "local_target", lambda target=target: target)
         runtime.compiled(None, D128, None, {"tl.disable_safe_memory_legalize": True})
     # a build's own pass configs (a planted defect's) win over the target's
     monkeypatch.setattr(runtime, "local_target", lambda: "sm90")
     runtime.compiled(None, D128, None, {"tl.enable_fast_math": False})
-    assert seen == [{"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
-                    {"tl.disable_safe_memory_legalize": True}, {"tl.enable_fast_math": False}]
-    # a planted defect named in the factory's options brings its kernel's pass configs (kernels/registry.py)
+    assert seen == [
+        {"tl.enable_fast_math": True, "tl.disable_safe_memory_legalize": True},
+        {"tl.disable_safe_memory_legalize": True},
+        {"tl.enable_fast_math": False},
+    ]
+    # a planted defect named in the factory's options brings its kernel's pass configs
+    # (kernels/registry.py)
     from tilegate.kernels.defects import ExtendDefect, PrefillDefect
     from tilegate.kernels.flash_fwd import flash_fwd
     from tilegate.kernels.paged_extend import paged_extend
@@ -109,12 +118,20 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
     runtime.compiled(paged_extend, D128, None, defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
     runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.RACE)
     runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.WRONG_SCALE)
-    assert seen == [{"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
-                    {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True, "tl.disable_tma_lower": True},
-                    {"tl.enable_fast_math": True}]
-    with pytest.raises(ValueError, match="not in KERNELS"):  # its build could lack what plants the defect
-        runtime.compiled(lambda shape, cfg, defect=None: None, D128, None,
-                         defect=PrefillDefect.RACE)
+    assert seen == [
+        {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
+        {
+            "tl.enable_fast_math": True,
+            "tl.disable_thread_storage_sync": True,
+            "tl.disable_tma_lower": True,
+        },
+        {"tl.enable_fast_math": True},
+    ]
+    # its build could lack what plants the defect
+    with pytest.raises(ValueError, match="not in KERNELS"):
+        runtime.compiled(
+            lambda shape, cfg, defect=None: None, D128, None, defect=PrefillDefect.RACE
+        )
     # a bare name is refused before any pass configs are looked up: it says which member to pass
     with pytest.raises(TypeError, match="PrefillDefect.RACE"):
         runtime.compiled(flash_fwd, D128, None, defect="race")
@@ -123,7 +140,12 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
 def test_fp16_accum_variant_keeps_the_tile():
     cfg = configs_for("gfx942", 128)[0]
     twin = fp16_accum_variant(cfg)
-    assert (twin.block_m, twin.block_n, twin.threads, twin.accum_dtype) == (cfg.block_m, cfg.block_n, cfg.threads, "float16")
+    assert (twin.block_m, twin.block_n, twin.threads, twin.accum_dtype) == (
+        cfg.block_m,
+        cfg.block_n,
+        cfg.threads,
+        "float16",
+    )
 
 
 def test_missing_head_dim_table_names_what_exists():
@@ -131,11 +153,18 @@ def test_missing_head_dim_table_names_what_exists():
         configs_for("gfx942", 96)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(q_heads=32, kv_heads=8, head_dim=96, causal=True), "head_dim 96 unsupported"),
-    (dict(q_heads=32, kv_heads=7, head_dim=128, causal=True), "GQA ratio 32:7 does not divide"),
-    (dict(q_heads=32, kv_heads=8, head_dim=128, causal=True, dtype="float32"), "dtype 'float32' unsupported"),
-], ids=["head-dim-96", "gqa-32-7", "fp32"])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(q_heads=32, kv_heads=8, head_dim=96, causal=True), "head_dim 96 unsupported"),
+        (dict(q_heads=32, kv_heads=7, head_dim=128, causal=True), "GQA ratio 32:7 does not divide"),
+        (
+            dict(q_heads=32, kv_heads=8, head_dim=128, causal=True, dtype="float32"),
+            "dtype 'float32' unsupported",
+        ),
+    ],
+    ids=["head-dim-96", "gqa-32-7", "fp32"],
+)
 def test_bad_shapes_raise_clear_errors(kwargs, message):
     with pytest.raises(ShapeError, match=message):
         AttentionShape(**kwargs)

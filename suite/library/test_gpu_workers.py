@@ -14,7 +14,12 @@ def two_cuda_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.version, "hip", None)
-    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", gpu_workers.IDS_ENV, gpu_workers.PER_GPU_ENV):
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        gpu_workers.IDS_ENV,
+        gpu_workers.PER_GPU_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

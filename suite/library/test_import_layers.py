@@ -9,7 +9,8 @@ Layers, lowest first; each may import only the ones its row names (and itself):
   fixtures      tilegate.fixtures (fixtures/)                  base, kernels, references
   harness       tilegate.harness.* modules (shared by tiers)   every layer above
   harness.TIER  tilegate.harness.TIER (perf, counters, ...)    every layer above: no other tier
-  foreign       tilegate.foreign (foreign kernels' tiers)      every layer above but the tiers, and harness.sanitize
+  foreign       tilegate.foreign (foreign kernels' tiers)      every layer above but the tiers, and
+  harness.sanitize
   testing       tilegate.testing (the pytest plugin)           every layer
 Imports inside functions count too, and no modules import each other in a cycle, whatever their
 layers. Test modules share helpers through suite/suite_helpers.py only.
@@ -24,7 +25,11 @@ import pytest
 
 from tilegate.paths import REPO_ROOT
 
-FOLDERS = {"kernels": "tilegate.kernels", "references": "tilegate.references", "fixtures": "tilegate.fixtures"}
+FOLDERS = {
+    "kernels": "tilegate.kernels",
+    "references": "tilegate.references",
+    "fixtures": "tilegate.fixtures",
+}
 ALLOWED = {
     "base": set(),
     "kernels": set(),
@@ -34,10 +39,12 @@ ALLOWED = {
     "fixtures": {"base", "kernels", "references"},
     "harness": {"base", "kernels", "references", "library", "serving", "fixtures"},
 }
-TIERS = ("perf", "counters", "sanitize", "sglang")  # tilegate/harness/<tier>/: a driver, a child, their protocol
+# tilegate/harness/<tier>/: a driver, a child, their protocol
+TIERS = ("perf", "counters", "sanitize", "sglang")
 for _tier in TIERS:
     ALLOWED[f"harness.{_tier}"] = ALLOWED["harness"] | {"harness"}
-ALLOWED["foreign"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}  # its sanitizer tier runs the sanitize driver
+# its sanitizer tier runs the sanitize driver
+ALLOWED["foreign"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}
 # foreign.tiers is a test module the plugin collects: it skips through skips.py as every test does
 SKIPS = "tilegate.testing.skips"
 ALLOWED["testing"] = set(ALLOWED) | {f"harness.{t}" for t in TIERS}
@@ -49,13 +56,22 @@ def layer_of(module: str) -> str:
         return "base"
     if len(parts) > 3 and parts[1] == "harness":
         return f"harness.{parts[2]}"
-    if len(parts) > 1 and parts[1] in ("kernels", "references", "fixtures", "serving", "harness", "foreign", "testing"):
+    if len(parts) > 1 and parts[1] in (
+        "kernels",
+        "references",
+        "fixtures",
+        "serving",
+        "harness",
+        "foreign",
+        "testing",
+    ):
         return parts[1]
     return "library"
 
 
 def gate_modules() -> dict[str, Path]:
-    """Every module of the package, by its import name (the linked folders read once, at their source)."""
+    """Every module of the package, by its import name (the linked folders read once, at their
+    source)."""
     found = {}
     for path in sorted((REPO_ROOT / "tilegate").rglob("*.py")):
         rel = path.relative_to(REPO_ROOT / "tilegate")
@@ -80,24 +96,44 @@ def tilegate_imports(path: Path) -> set[str]:
 
 def test_every_module_is_placed_in_a_layer():
     modules = gate_modules()
-    assert {"tilegate.kernels.flash_fwd", "tilegate.serving.sglang_backend", "tilegate.harness.sglang.child",
-            "tilegate.references.attention", "tilegate.fixtures.shapes", "tilegate.builder",
-            "tilegate.testing.pytest_plugin"} <= set(modules)
-    assert {layer_of(m) for m in modules} == set(ALLOWED), "a layer with no module, or a module in no layer"
+    assert {
+        "tilegate.kernels.flash_fwd",
+        "tilegate.serving.sglang_backend",
+        "tilegate.harness.sglang.child",
+        "tilegate.references.attention",
+        "tilegate.fixtures.shapes",
+        "tilegate.builder",
+        "tilegate.testing.pytest_plugin",
+    } <= set(modules)
+    assert {layer_of(m) for m in modules} == set(ALLOWED), (
+        "a layer with no module, or a module in no layer"
+    )
 
 
 def test_every_tier_package_is_a_layer():
-    found = {p.name for p in (REPO_ROOT / "tilegate" / "harness").iterdir() if (p / "__init__.py").exists()}
-    assert found == set(TIERS), "a tier package of tilegate/harness/ without its layer row (or the reverse)"
+    found = {
+        p.name
+        for p in (REPO_ROOT / "tilegate" / "harness").iterdir()
+        if (p / "__init__.py").exists()
+    }
+    assert found == set(TIERS), (
+        "a tier package of tilegate/harness/ without its layer row (or the reverse)"
+    )
 
 
 @pytest.mark.parametrize("module", sorted(gate_modules()))
 def test_imports_follow_the_layers(module):
     mine = layer_of(module)
-    bad = sorted(f"{name} ({layer_of(name)})" for name in tilegate_imports(gate_modules()[module])
-                 if layer_of(name) != mine and layer_of(name) not in ALLOWED[mine]
-                 and not (mine == "foreign" and name == SKIPS))
-    assert not bad, f"{module} ({mine}) may import only {sorted(ALLOWED[mine]) or 'its own layer'}, not: {bad}"
+    bad = sorted(
+        f"{name} ({layer_of(name)})"
+        for name in tilegate_imports(gate_modules()[module])
+        if layer_of(name) != mine
+        and layer_of(name) not in ALLOWED[mine]
+        and not (mine == "foreign" and name == SKIPS)
+    )
+    assert not bad, (
+        f"{module} ({mine}) may import only {sorted(ALLOWED[mine]) or 'its own layer'}, not: {bad}"
+    )
 
 
 def test_no_test_module_imports_another():
@@ -113,7 +149,8 @@ def test_no_test_module_imports_another():
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the gate's modules it imports (``from a.b import c`` is a.b.c when c is a module)."""
+    """module -> the gate's modules it imports (``from a.b import c`` is a.b.c when c is a
+    module)."""
     modules = gate_modules()
     graph = {}
     for module, path in modules.items():
@@ -122,8 +159,12 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 edges |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                edges |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                          for a in node.names}
+                edges |= {
+                    f"{node.module}.{a.name}"
+                    if f"{node.module}.{a.name}" in modules
+                    else node.module
+                    for a in node.names
+                }
         graph[module] = {e for e in edges if e in modules and e != module}
     return graph
 
@@ -148,8 +189,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if work:
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == index[node]:
-                    members = stack[stack.index(node):]
-                    del stack[stack.index(node):]
+                    members = stack[stack.index(node) :]
+                    del stack[stack.index(node) :]
                     if len(members) > 1:
                         found.append(sorted(members))
             elif child not in index:
@@ -162,7 +203,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycles():
-    assert cycles(import_graph()) == [], "modules that import each other, directly or through others"
+    assert cycles(import_graph()) == [], (
+        "modules that import each other, directly or through others"
+    )
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

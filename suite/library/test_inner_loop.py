@@ -29,8 +29,15 @@ def test_the_loop_with_the_mfma_is_the_inner_loop():
     assert loop[0].startswith("ds_read_b64") and any(t.startswith("v_mfma") for t in loop)
     assert not any(t.startswith(("s_cbranch", "s_branch")) for t in loop)
     assert len(loop) == 5  # ds_read, waitcnt, mfma, add, cmp
-    assert inner_loop(LISTING.replace("-9 ", "9 ").replace("-3 ", "3 ").replace("<k+0x4>", "<k+0x20>")
-                      .replace("<k+0x14>", "<k+0x40>")) is None  # forward branches only
+    assert (
+        inner_loop(
+            LISTING.replace("-9 ", "9 ")
+            .replace("-3 ", "3 ")
+            .replace("<k+0x4>", "<k+0x20>")
+            .replace("<k+0x14>", "<k+0x40>")
+        )
+        is None
+    )  # forward branches only
 
 
 def test_llvm_mca_estimates_the_loop():
@@ -55,11 +62,13 @@ def test_a_rise_past_ten_percent_fails_the_golden_and_a_drop_passes():
     assert golden_diff(golden, {"vgpr_count": 100, "inner_loop_cycles": 1050.0}) == []
     changed = golden_diff(golden, {"vgpr_count": 101, "inner_loop_cycles": 1200.0})
     assert [v.rule for v in changed] == ["vgpr_count", "inner_loop_cycles"]
-    assert str(changed[0]) == "vgpr_count: golden 100 -> now 101"  # as the golden test's message shows it
+    # as the golden test's message shows it
+    assert str(changed[0]) == "vgpr_count: golden 100 -> now 101"
     # barriers: one fewer passes (a redundant one lost to the hash seed), one more fails
     assert golden_diff({"barriers_per_iteration": 7}, {"barriers_per_iteration": 6}) == []
-    assert [v.rule for v in golden_diff({"barriers_per_iteration": 7}, {"barriers_per_iteration": 8})] == [
-        "barriers_per_iteration"]
+    assert [
+        v.rule for v in golden_diff({"barriers_per_iteration": 7}, {"barriers_per_iteration": 8})
+    ] == ["barriers_per_iteration"]
 
 
 # A persistent kernel: an outer loop over query blocks (0x1004-0x102C) around the key loop
@@ -87,13 +96,17 @@ def test_a_persistent_kernels_inner_loop_is_its_key_loop():
     blocks, which holds the same MFMAs and more (3330 llvm-mca cycles where the key loop has 2344).
     Fix: a loop's own MFMAs, not those of a loop nested in it, and the tightest loop on a tie."""
     loop = inner_loop(PERSISTENT)
-    assert loop == ["ds_read_b64 v[2:3], v0", "v_mfma_f32_16x16x16_f16 a[0:3], v[2:3], v[2:3], a[0:3]",
-                    "s_add_u32 s0, s0, 1", "s_cmp_lg_u32 s0, 8"]
+    assert loop == [
+        "ds_read_b64 v[2:3], v0",
+        "v_mfma_f32_16x16x16_f16 a[0:3], v[2:3], v[2:3], a[0:3]",
+        "s_add_u32 s0, s0, 1",
+        "s_cmp_lg_u32 s0, 8",
+    ]
 
 
 def test_fp16_in_an_epilogue_is_no_fp16_accumulation():
-    """Symptom: a kernel accumulating in fp32 was flagged for the v_fma_mix of its epilogue (acc * (1/l)
-    to fp16, addend 0). Fix: the fp16-accumulation signature is judged inside the loops."""
+    """Symptom: a kernel accumulating in fp32 was flagged for the v_fma_mix of its epilogue (acc
+    * (1/l) to fp16, addend 0). Fix: the fp16-accumulation signature is judged inside the loops."""
     from collections import Counter
 
     from tilegate.gfx942.inner_loop import loop_mnemonics
@@ -101,10 +114,18 @@ def test_fp16_in_an_epilogue_is_no_fp16_accumulation():
 
     inside = Counter(loop_mnemonics(PERSISTENT))
     assert inside["v_mfma_f32_16x16x16_f16"] == 1 and inside["v_fma_mixlo_f16"] == 0
-    moved = PERSISTENT.replace("\ts_add_u32 s0, s0, 1   ", "\tv_fma_mixlo_f16 v7, v5, v6, v7")  # accumulating in the key loop
-    assert Counter(loop_mnemonics(moved))["v_fma_mixlo_f16"] == 1 and "v_fma_mixlo_f16" in FP16_ACCUMULATION_SIGNATURE
-    assert Counter(loop_mnemonics("\tv_add_f16 v1, v2, v3   // 000000001000: 00000000\n"))["v_add_f16"] == 1  # no loop: all
-    # in the loop, P's scale-and-convert (a product rounded to fp16, addend 0) adds nothing; a real addend does
+    # accumulating in the key loop
+    moved = PERSISTENT.replace("\ts_add_u32 s0, s0, 1   ", "\tv_fma_mixlo_f16 v7, v5, v6, v7")
+    assert (
+        Counter(loop_mnemonics(moved))["v_fma_mixlo_f16"] == 1
+        and "v_fma_mixlo_f16" in FP16_ACCUMULATION_SIGNATURE
+    )
+    assert (
+        Counter(loop_mnemonics("\tv_add_f16 v1, v2, v3   // 000000001000: 00000000\n"))["v_add_f16"]
+        == 1
+    )  # no loop: all
+    # in the loop, P's scale-and-convert (a product rounded to fp16, addend 0) adds nothing; a real
+    # addend does
     scaled = PERSISTENT.replace("\ts_add_u32 s0, s0, 1   ", "\tv_fma_mixlo_f16 v7, v5, v6, 0 ")
     assert Counter(loop_mnemonics(scaled))["v_fma_mixlo_f16"] == 0
 
@@ -117,4 +138,5 @@ def test_a_branch_to_the_kernels_first_instruction_closes_a_loop():
     to_start = PERSISTENT.replace("<p+0x4>", "<p>").replace("-11 ", "-12 ")
     blocks = basic_blocks(parse_listing(to_start))
     (outer,) = loop_forest(blocks)
-    assert 0 in outer.blocks and len(outer.inner) == 1  # the key loop, nested in the one back to the start
+    # the key loop, nested in the one back to the start
+    assert 0 in outer.blocks and len(outer.inner) == 1

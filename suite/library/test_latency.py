@@ -1,5 +1,6 @@
-"""The inner loop as the control-flow graph has it (tilegate/gfx942/loop_forest.py) and its latency proxies
-(tilegate/gfx942/latency.py), on hand-written listings: each proxy moves when the thing it counts does."""
+"""The inner loop as the control-flow graph has it (tilegate/gfx942/loop_forest.py) and its
+latency proxies (tilegate/gfx942/latency.py), on hand-written listings: each proxy moves when the
+thing it counts does."""
 
 from tilegate.gfx942.inner_loop import inner_loop
 from tilegate.gfx942.latency import latency_proxies, unoverlapped_loads
@@ -32,15 +33,20 @@ ROTATED = """\
 """
 
 # The same kernel loading each block where it is staged: the load-then-wait order.
-IN_LINE = (ROTATED.replace("\ts_waitcnt vmcnt(0)                                         // 000000001030",
-                           "\tglobal_load_dwordx4 v[0:3], v[8:9], off // 00000000102E: 0\n"
-                           "\ts_waitcnt vmcnt(0)                                         // 000000001030")
-           .replace("\tglobal_load_dwordx4 v[0:3], v[8:9], off                    // 000000001044", "\ts_nop 0 // 000000001044"))
+IN_LINE = ROTATED.replace(
+    "\ts_waitcnt vmcnt(0)                                         // 000000001030",
+    "\tglobal_load_dwordx4 v[0:3], v[8:9], off // 00000000102E: 0\n"
+    "\ts_waitcnt vmcnt(0)                                         // 000000001030",
+).replace(
+    "\tglobal_load_dwordx4 v[0:3], v[8:9], off                    // 000000001044",
+    "\ts_nop 0 // 000000001044",
+)
 
 
 def test_a_prefetch_laid_out_past_the_loops_closing_branch_belongs_to_the_loop():
     body = inner_loop(ROTATED)
-    # the iteration starts where the loop is entered (the staging of the block loaded ahead), and the
+    # the iteration starts where the loop is entered (the staging of the block loaded ahead), and
+    # the
     # prefetch past the closing branch is in it, before the compute it runs ahead of
     assert body[0] == "s_waitcnt vmcnt(0)" and MFMA in body
     assert body.index("global_load_dwordx4 v[0:3], v[8:9], off") < body.index(MFMA)
@@ -85,22 +91,37 @@ def test_the_prefetched_load_overlaps_the_next_blocks_mfma():
 
 
 def test_vmcnt_retires_all_but_the_newest_n():
-    first, second = "global_load_dwordx4 v[0:3], v[8:9], off", "global_load_dwordx4 v[4:7], v[8:9], off"
+    first, second = (
+        "global_load_dwordx4 v[0:3], v[8:9], off",
+        "global_load_dwordx4 v[4:7], v[8:9], off",
+    )
     # vmcnt(1) retires the first load only, before any MFMA; the second meets one before vmcnt(0)
-    assert unoverlapped_loads([first, second, "s_waitcnt vmcnt(1)", MFMA, "s_waitcnt vmcnt(0)"]) == (2, 1)
+    assert unoverlapped_loads(
+        [first, second, "s_waitcnt vmcnt(1)", MFMA, "s_waitcnt vmcnt(0)"]
+    ) == (2, 1)
     # a store counts on vmcnt too: vmcnt(1) after a load and a store retires the load
     store = "global_store_dwordx4 v[8:9], v[0:3], off"
     assert unoverlapped_loads([first, store, "s_waitcnt vmcnt(1)", MFMA]) == (1, 1)
     # a spill's scratch load counts on vmcnt too: vmcnt(1) retires the global load before the MFMA
     spill = "scratch_load_dword v9, off, s0"
-    assert unoverlapped_loads([first, spill, "s_waitcnt vmcnt(1)", MFMA, "s_waitcnt vmcnt(0)"]) == (2, 1)
+    assert unoverlapped_loads([first, spill, "s_waitcnt vmcnt(1)", MFMA, "s_waitcnt vmcnt(0)"]) == (
+        2,
+        1,
+    )
     # lgkmcnt alone retires no global load
     assert unoverlapped_loads([first, "s_waitcnt lgkmcnt(0)", MFMA, "s_waitcnt vmcnt(0)"]) == (1, 0)
 
 
 def test_barriers_and_reduction_round_trips_are_counted_per_iteration():
-    body = ["s_barrier", "ds_bpermute_b32 v1, v2, v3", "s_waitcnt lgkmcnt(0)", "ds_swizzle_b32 v1, v1 offset:0x401f",
-            MFMA, "s_barrier", "ds_read_b64 v[4:5], v10"]
+    body = [
+        "s_barrier",
+        "ds_bpermute_b32 v1, v2, v3",
+        "s_waitcnt lgkmcnt(0)",
+        "ds_swizzle_b32 v1, v1 offset:0x401f",
+        MFMA,
+        "s_barrier",
+        "ds_read_b64 v[4:5], v10",
+    ]
     proxies = latency_proxies(body)
     assert (proxies.barriers, proxies.reduction_lds_round_trips) == (2, 2)
     assert latency_proxies(None).barriers == 0  # a kernel without a loop

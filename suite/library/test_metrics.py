@@ -23,7 +23,11 @@ def test_judge_passes_an_output_as_good_as_the_baseline():
 
 def test_judge_fails_five_times_the_baseline_error():
     ref, base = _ref_and_baseline()
-    noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)) * 5 * (base.float() - ref).abs().mean()
+    noise = (
+        torch.randn(ref.shape, generator=torch.Generator().manual_seed(1))
+        * 5
+        * (base.float() - ref).abs().mean()
+    )
     verdict = judge((ref + noise).half(), ref, base)
     assert not verdict.passed and verdict.mean_ratio > 1
 
@@ -59,7 +63,9 @@ def test_drift_detector_passes_baseline_like_growth_and_flags_faster_growth():
     lengths = (1024, 2048, 4096, 8192, 16384, 32768)
     base = tuple(1e-3 * (n / 1024) ** 0.25 for n in lengths)
     good = DriftSeries("fp32", lengths, tuple(0.6 * b for b in base), base)
-    bad = DriftSeries("fp16-acc", lengths, tuple(b * (n / 1024) ** 0.5 for b, n in zip(base, lengths)), base)
+    bad = DriftSeries(
+        "fp16-acc", lengths, tuple(b * (n / 1024) ** 0.5 for b, n in zip(base, lengths)), base
+    )
     assert fp16_accumulation_flags(good) == []
     flags = fp16_accumulation_flags(bad)
     assert flags and "32768 tokens" in flags[-1]

@@ -5,7 +5,10 @@ import pytest
 from tilegate.gfx942.isa import occupancy
 
 
-@pytest.mark.parametrize("vgpr, waves_per_simd", [(64, 8), (128, 4), (129, 3), (168, 3), (169, 2), (256, 2), (257, 1), (512, 1)])
+@pytest.mark.parametrize(
+    "vgpr, waves_per_simd",
+    [(64, 8), (128, 4), (129, 3), (168, 3), (169, 2), (256, 2), (257, 1), (512, 1)],
+)
 def test_vgpr_limit(vgpr, waves_per_simd):
     # One-wave workgroups and no LDS: registers alone decide (<=128 -> 4, <=168 -> 3, <=256 -> 2).
     occ = occupancy(vgpr=vgpr, sgpr=32, lds_bytes=0, threads=64)
@@ -22,7 +25,12 @@ def test_lds_limit_rounds_to_512_byte_granules():
 
 def test_two_wave_workgroup_with_half_the_lds_leaves_simds_idle():
     occ = occupancy(vgpr=200, sgpr=96, lds_bytes=50176, threads=128)
-    assert (occ.workgroups_per_cu, occ.waves_per_cu, occ.waves_per_simd, occ.limited_by) == (1, 2, 0.5, "lds")
+    assert (occ.workgroups_per_cu, occ.waves_per_cu, occ.waves_per_simd, occ.limited_by) == (
+        1,
+        2,
+        0.5,
+        "lds",
+    )
 
 
 def test_lds_over_64k_fits_no_workgroup():

@@ -19,8 +19,25 @@ LIGHT_MODULE = "suite/library/test_import_layers.py"
 
 def _collect_only(*args: str) -> subprocess.CompletedProcess:
     # -n 0, not -p no:xdist: xdist registers the xdist_group marker that --strict-markers asks for
-    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", "--co", *args,
-                           LIGHT_MODULE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--co",
+            *args,
+            LIGHT_MODULE,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_documented_path_form_works_with_existing_folders(tmp_path):
@@ -39,12 +56,19 @@ def test_path_options_also_take_a_space_where_the_plugin_is_installed(tmp_path):
     # pytest picks the rootdir, so `--artifacts DIR` is an option and its value, not a test path.
     from importlib.metadata import entry_points
 
-    if not [e for e in entry_points(group="pytest11") if e.value == "tilegate.testing.pytest_plugin"]:
-        skips.missing("tilegate-testing is not installed here (checkout on PYTHONPATH): its pytest11 entry point is missing")
+    if not [
+        e for e in entry_points(group="pytest11") if e.value == "tilegate.testing.pytest_plugin"
+    ]:
+        skips.missing(
+            "tilegate-testing is not installed here (checkout on PYTHONPATH): its pytest11 entry "
+            "point is missing"
+        )
     folders = {option: tmp_path / option.strip("-") for option in PATH_OPTIONS}
     for folder in folders.values():
         folder.mkdir()
-    proc = _collect_only(*(arg for option, folder in folders.items() for arg in (option, str(folder))))
+    proc = _collect_only(
+        *(arg for option, folder in folders.items() for arg in (option, str(folder)))
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{LIGHT_MODULE}::" in proc.stdout
 
@@ -56,11 +80,37 @@ def test_another_project_s_run_keeps_its_artifacts_under_its_own_root(tmp_path):
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_records.py").write_text(
         "def test_records_go_here(artifacts_dir):\n"
-        "    (artifacts_dir / 'mine.txt').write_text('ok')\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("TILEGATE_ARTIFACTS", "TILEGATE_PARENT_RUN")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-p", "tilegate.testing.pytest_plugin", "-c", os.devnull, "--rootdir", str(project), "tests"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=120)
+        "    (artifacts_dir / 'mine.txt').write_text('ok')\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TILEGATE_ARTIFACTS", "TILEGATE_PARENT_RUN")
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-p",
+            "tilegate.testing.pytest_plugin",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(project),
+            "tests",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (project / "artifacts" / "latest" / "mine.txt").read_text() == "ok"
     assert not (REPO_ROOT / "artifacts" / "mine.txt").exists()

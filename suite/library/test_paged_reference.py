@@ -1,4 +1,5 @@
-"""The paged references equal the dense reference on the same tokens, wherever they sit in the pool."""
+"""The paged references equal the dense reference on the same tokens, wherever they sit in the
+pool."""
 
 import torch
 
@@ -24,8 +25,8 @@ def test_extend_equals_dense_attention_per_request():
     start = 0
     for i, n_new in enumerate(case.extend_lens):
         k, v = _dense(batch, i, n_new)
-        want = ref_attention(batch.q[None, start:start + n_new], k, v, causal=True)[0]
-        torch.testing.assert_close(out[start:start + n_new], want, rtol=0, atol=0)
+        want = ref_attention(batch.q[None, start : start + n_new], k, v, causal=True)[0]
+        torch.testing.assert_close(out[start : start + n_new], want, rtol=0, atol=0)
         start += n_new
     assert torch.isfinite(out).all()  # the NaN slots nobody owns were never read
 
@@ -33,11 +34,16 @@ def test_extend_equals_dense_attention_per_request():
 def test_decode_is_extend_with_one_new_token():
     case = PagedCase(SHAPE, (3, 50))
     batch = paged_batch(case, "cpu")
-    torch.testing.assert_close(ref_paged_decode(*batch.args(True)), ref_paged_extend(*batch.args(False)), rtol=0, atol=0)
+    torch.testing.assert_close(
+        ref_paged_decode(*batch.args(True)), ref_paged_extend(*batch.args(False)), rtol=0, atol=0
+    )
 
 
 def test_pool_holds_nan_outside_the_batch():
     batch = paged_batch(PagedCase(SHAPE, (4, 6), (4, 6)), "cpu")
     owned = batch.req_to_token[batch.req_pool_indices][:, :6].flatten()
     assert torch.isnan(batch.k_pool[0]).all()  # unused req_to_token entries point at slot 0
-    assert torch.isnan(batch.k_pool).any(dim=(1, 2)).sum() >= batch.k_pool.shape[0] - owned.unique().numel()
+    assert (
+        torch.isnan(batch.k_pool).any(dim=(1, 2)).sum()
+        >= batch.k_pool.shape[0] - owned.unique().numel()
+    )

@@ -12,18 +12,42 @@ from tilegate.paths import REPO_ROOT
 
 
 def _doc(ratio: float, spread: float = 0.01) -> dict:
-    rec = {"family": "prefill", "case": "3782 causal", "config": "m64n64w4", "ms": 1.0, "peer_ms": ratio,
-           "unit": "TFLOP/s", "value": 300.0, "peer_value": 300.0 / ratio, "ratio": ratio, "ratio_spread": spread}
-    dec = rec | {"family": "decode", "case": "32x8192", "unit": "GB/s", "value": 3000.0, "peer_value": 3900.0}
-    return {"device": "NVIDIA H200", "copy_gbps": 4300.0, "records": [rec, dec], "host": {"eager_us": 40.0, "replay_us": 8.0}}
+    rec = {
+        "family": "prefill",
+        "case": "3782 causal",
+        "config": "m64n64w4",
+        "ms": 1.0,
+        "peer_ms": ratio,
+        "unit": "TFLOP/s",
+        "value": 300.0,
+        "peer_value": 300.0 / ratio,
+        "ratio": ratio,
+        "ratio_spread": spread,
+    }
+    dec = rec | {
+        "family": "decode",
+        "case": "32x8192",
+        "unit": "GB/s",
+        "value": 3000.0,
+        "peer_value": 3900.0,
+    }
+    return {
+        "device": "NVIDIA H200",
+        "copy_gbps": 4300.0,
+        "records": [rec, dec],
+        "host": {"eager_us": 40.0, "replay_us": 8.0},
+    }
 
 
 def test_tolerance_comes_from_the_measured_noise():
     base = perf.baseline_from([_doc(0.80, 0.01), _doc(0.84, 0.02)])
     entry = base["prefill | 3782 causal | m64n64w4"]
-    assert entry["noise"] == pytest.approx(0.04 / 0.84)  # between the runs, larger than within either
+    # between the runs, larger than within either
+    assert entry["noise"] == pytest.approx(0.04 / 0.84)
     assert entry["tolerance"] == pytest.approx(3 * 0.04 / 0.84)
-    quiet = perf.baseline_from([_doc(0.80, 0.001), _doc(0.80, 0.001)])["prefill | 3782 causal | m64n64w4"]
+    quiet = perf.baseline_from([_doc(0.80, 0.001), _doc(0.80, 0.001)])[
+        "prefill | 3782 causal | m64n64w4"
+    ]
     assert quiet["tolerance"] == perf.TOLERANCE_FLOOR
 
 
@@ -31,7 +55,9 @@ def test_a_fall_past_the_tolerance_is_flagged_and_noise_is_not():
     base = perf.baseline_from([_doc(0.80), _doc(0.80)])  # 5% floor
     assert perf.regressions(_doc(0.78), base) == []
     flagged = perf.regressions(_doc(0.70), base)
-    assert [(r.figure, r.value, r.baseline) for r in flagged] == [("ratio", 0.70, 0.80)] * 2, flagged
+    assert [(r.figure, r.value, r.baseline) for r in flagged] == [("ratio", 0.70, 0.80)] * 2, (
+        flagged
+    )
     assert perf.regressions(_doc(0.8), {})[0].missing_baseline
 
 
@@ -42,11 +68,20 @@ def test_table_and_chart(tmp_path):
 
 
 def test_the_step_summary_shows_the_perf_table(tmp_path):
-    # It once showed perf.json's header fields only (device, torch, copy bandwidth): no kernel, no ratio.
+    # It once showed perf.json's header fields only (device, torch, copy bandwidth): no kernel, no
+    # ratio.
     perf.write_artifacts([_doc(0.8)], tmp_path / PERF_DIR)
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "step_summary.py"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=60, env={})
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "step_summary.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={},
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "| prefill | 3782 causal | m64n64w4 | 1.000 | 0.800 | 300 TFLOP/s | 375 | 0.80x | 1.0% |" in proc.stdout
+    assert (
+        "| prefill | 3782 causal | m64n64w4 | 1.000 | 0.800 | 300 TFLOP/s | 375 | 0.80x | 1.0% |"
+        in proc.stdout
+    )
     assert "decode host time per call: eager 40 us, graph replay 8 us" in proc.stdout
     assert f"Chart: `{tmp_path}/perf/perf.png`" in proc.stdout

@@ -24,10 +24,16 @@ from tilegate.kernels.problem import AttentionShape
 from tilegate.kernels.registry import KERNELS, planted_pass_configs
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
-FAMILIES = {flash_fwd: PrefillDefect, paged_extend: ExtendDefect,
-            paged_decode_combine: CombineDefect}
-TABLES = {flash_fwd: CONFIG_TABLES, paged_extend: EXTEND_TABLES,
-          paged_decode_combine: DECODE_TABLES}
+FAMILIES = {
+    flash_fwd: PrefillDefect,
+    paged_extend: ExtendDefect,
+    paged_decode_combine: CombineDefect,
+}
+TABLES = {
+    flash_fwd: CONFIG_TABLES,
+    paged_extend: EXTEND_TABLES,
+    paged_decode_combine: DECODE_TABLES,
+}
 EACH_DEFECT = [pytest.param(f, d, id=d.value) for f, family in FAMILIES.items() for d in family]
 
 
@@ -85,5 +91,8 @@ def test_a_defect_reads_as_the_name_builds_and_caches_are_keyed_on():
     assert race == "race" and hash(race) == hash("race")
     assert planted_pass_configs(flash_fwd, race) == PREFILL_PASS_CONFIGS[race]
     assert {name: spec.defects for name, spec in KERNELS.items()} == {
-        "flash_fwd": PrefillDefect, "paged_extend": ExtendDefect, "paged_decode_split": None,
-        "paged_decode_combine": CombineDefect}
+        "flash_fwd": PrefillDefect,
+        "paged_extend": ExtendDefect,
+        "paged_decode_split": None,
+        "paged_decode_combine": CombineDefect,
+    }

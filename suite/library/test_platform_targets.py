@@ -21,14 +21,24 @@ def test_every_gpu_with_a_table_also_runs_the_shipping_programs():
 
 def _item(target: str):
     markers = {"config_target": SimpleNamespace(args=(target,))}
-    return SimpleNamespace(get_closest_marker=markers.get, config=SimpleNamespace(getoption=lambda name: ""))
+    return SimpleNamespace(
+        get_closest_marker=markers.get, config=SimpleNamespace(getoption=lambda name: "")
+    )
 
 
-@pytest.mark.parametrize("platform, target, runs", [
-    (H200, "gfx942", True), (H200, "sm90", True), (MI300X, "gfx942", True), (MI300X, "sm90", False),
-    (A100, "gfx942", False),
-])
-def test_a_case_runs_where_its_table_does_and_skips_in_one_line_elsewhere(monkeypatch, platform, target, runs):
+@pytest.mark.parametrize(
+    "platform, target, runs",
+    [
+        (H200, "gfx942", True),
+        (H200, "sm90", True),
+        (MI300X, "gfx942", True),
+        (MI300X, "sm90", False),
+        (A100, "gfx942", False),
+    ],
+)
+def test_a_case_runs_where_its_table_does_and_skips_in_one_line_elsewhere(
+    monkeypatch, platform, target, runs
+):
     monkeypatch.setattr(skips, "detect", lambda: platform)
     reason = skips.skip_reason(_item(target))
     if runs:

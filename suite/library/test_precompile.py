@@ -7,10 +7,23 @@ from suite_helpers import with_configs
 
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
-from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, TileConfig, default_config
+from tilegate.kernels.configs import (
+    CONFIG_TABLES,
+    DECODE_TABLES,
+    EXTEND_TABLES,
+    TileConfig,
+    default_config,
+)
 from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
-from tilegate.testing.precompile import DEFAULT, EVERY, Build, PrecompileResult, kind_builds, precompile
+from tilegate.testing.precompile import (
+    DEFAULT,
+    EVERY,
+    Build,
+    PrecompileResult,
+    kind_builds,
+    precompile,
+)
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
 
@@ -28,15 +41,24 @@ def test_a_defect_is_an_option_and_no_defect_is_the_plain_build():
 
 @pytest.mark.parametrize("target", ["gfx942", "sm90"])
 def test_a_declaration_resolves_against_the_local_table(target):
-    assert [b.cfg for b in Build("flash_fwd", SHAPE, DEFAULT).resolved(target)] == [default_config(target, 128)]
-    assert [b.cfg for b in Build("paged_extend", SHAPE, EVERY).resolved(target)] == list(EXTEND_TABLES[target][128])
+    assert [b.cfg for b in Build("flash_fwd", SHAPE, DEFAULT).resolved(target)] == [
+        default_config(target, 128)
+    ]
+    assert [b.cfg for b in Build("paged_extend", SHAPE, EVERY).resolved(target)] == list(
+        EXTEND_TABLES[target][128]
+    )
     one = CONFIG_TABLES[target][128][-1]
     assert Build("flash_fwd", SHAPE, one).resolved(target) == [Build("flash_fwd", SHAPE, one)]
 
 
-@pytest.mark.parametrize("cases, tables, kind", [(numerics_cases(), CONFIG_TABLES, "flash_fwd"),
-                                                 (EXTEND_CASES, EXTEND_TABLES, "extend"),
-                                                 (DECODE_CASES, DECODE_TABLES, "decode")])
+@pytest.mark.parametrize(
+    "cases, tables, kind",
+    [
+        (numerics_cases(), CONFIG_TABLES, "flash_fwd"),
+        (EXTEND_CASES, EXTEND_TABLES, "extend"),
+        (DECODE_CASES, DECODE_TABLES, "decode"),
+    ],
+)
 def test_every_config_param_declares_the_kernel_it_launches(cases, tables, kind):
     for param in with_configs(cases, tables=tables, kind=kind):
         case, cfg = param.values
@@ -56,5 +78,9 @@ def test_a_build_that_fails_ahead_is_counted_not_raised():
     bad = TileConfig("m64n64-33threads", 64, 64, 1, threads=33)
     result = precompile([Build("flash_fwd", SHAPE, bad)], "sm90", processes=2)
     assert (result.kernels, result.target, result.processes) == (1, "sm90", 1), result
-    assert len(result.failed) == 1 and result.failed[0].startswith("flash_fwd ") and "m64n64-33threads" in result.failed[0], result
+    assert (
+        len(result.failed) == 1
+        and result.failed[0].startswith("flash_fwd ")
+        and "m64n64-33threads" in result.failed[0]
+    ), result
     assert PrecompileResult.from_json(result.to_json()) == result

@@ -17,7 +17,13 @@ def skip_calls(source: str) -> list[int]:
     pytest.mark.skip(...) and skipif, as code (text inside a string is not code)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        func = node.func if isinstance(node, ast.Call) else node if isinstance(node, ast.Attribute) else None
+        func = (
+            node.func
+            if isinstance(node, ast.Call)
+            else node
+            if isinstance(node, ast.Attribute)
+            else None
+        )
         if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
             owner = func.value.id if isinstance(func.value, ast.Name) else func.value.attr
             if (owner, func.attr) in SKIPPING:
@@ -33,32 +39,45 @@ def python_files():
 
 
 def test_no_code_but_skips_py_skips():
-    offenders = {str(p.relative_to(REPO_ROOT)): lines for p in python_files()
-                 if (lines := skip_calls(p.read_text()))}
-    assert not offenders, f"skips are decided in tilegate/testing/skips.py (skips.missing): {offenders}"
+    offenders = {
+        str(p.relative_to(REPO_ROOT)): lines
+        for p in python_files()
+        if (lines := skip_calls(p.read_text()))
+    }
+    assert not offenders, (
+        f"skips are decided in tilegate/testing/skips.py (skips.missing): {offenders}"
+    )
 
 
 def test_the_skip_finder_sees_each_form_and_no_string():
-    source = ("import pytest\n"
-              "pytest.skip('x')\n"
-              "pytest.importorskip('tomllib')\n"
-              "@pytest.mark.skip(reason='r')\n"
-              "def test_a(): pass\n"
-              "@pytest.mark.skipif(True, reason='r')\n"
-              "def test_b(): pass\n"
-              "TEXT = 'pytest.skip(\"in a string\")'\n")
+    source = (
+        "import pytest\n"
+        "pytest.skip('x')\n"
+        "pytest.importorskip('tomllib')\n"
+        "@pytest.mark.skip(reason='r')\n"
+        "def test_a(): pass\n"
+        "@pytest.mark.skipif(True, reason='r')\n"
+        "def test_b(): pass\n"
+        "TEXT = 'pytest.skip(\"in a string\")'\n"
+    )
     assert skip_calls(source) == [2, 3, 4, 6]
 
 
 def test_the_generated_tables_are_fresh():
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "doc_tables.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "doc_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_every_path_the_readme_and_docs_name_exists():
-    named = re.compile(r"(?<![\w./-])((?:suite|tilegate|kernels|references|fixtures|scripts|docs)/"
-                       r"[\w./-]*\w)")
+    named = re.compile(
+        r"(?<![\w./-])((?:suite|tilegate|kernels|references|fixtures|scripts|docs)/"
+        r"[\w./-]*\w)"
+    )
     missing = {}
     for doc in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
         for path in set(named.findall(doc.read_text())):

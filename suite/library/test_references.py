@@ -65,7 +65,9 @@ def test_single_query_over_one_key_returns_that_value():
 def test_gqa_equals_mha_with_repeated_kv_heads():
     q, k, v = _inputs(hq=8, hkv=2)
     gqa = ref_attention(q, k, v, causal=True)
-    mha = ref_attention(q, k.repeat_interleave(4, dim=2), v.repeat_interleave(4, dim=2), causal=True)
+    mha = ref_attention(
+        q, k.repeat_interleave(4, dim=2), v.repeat_interleave(4, dim=2), causal=True
+    )
     torch.testing.assert_close(gqa, mha, rtol=0, atol=0)
 
 
@@ -73,15 +75,22 @@ def test_matches_torch_sdpa():
     q, k, v = _inputs(sq=53, sk=53, hq=4, hkv=4)
     ours = ref_attention(q, k, v, causal=True, precision=torch.float64)
     sdpa = torch.nn.functional.scaled_dot_product_attention(
-        q.double().transpose(1, 2), k.double().transpose(1, 2), v.double().transpose(1, 2), is_causal=True).transpose(1, 2)
+        q.double().transpose(1, 2),
+        k.double().transpose(1, 2),
+        v.double().transpose(1, 2),
+        is_causal=True,
+    ).transpose(1, 2)
     torch.testing.assert_close(ours, sdpa)
 
 
-@pytest.mark.parametrize("shapes, message", [
-    (((1, 4, 8, 64), (1, 4, 3, 64)), "GQA ratio 8:3"),
-    (((1, 9, 8, 64), (1, 4, 2, 64)), "seq_q 9 > seq_k 4"),
-    (((1, 4, 8, 64), (1, 4, 2, 32)), "expected q"),
-])
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((1, 4, 8, 64), (1, 4, 3, 64)), "GQA ratio 8:3"),
+        (((1, 9, 8, 64), (1, 4, 2, 64)), "seq_q 9 > seq_k 4"),
+        (((1, 4, 8, 64), (1, 4, 2, 32)), "expected q"),
+    ],
+)
 def test_bad_inputs_raise(shapes, message):
     qs, ks = shapes
     with pytest.raises(ValueError, match=message):
@@ -92,7 +101,9 @@ def test_32k_never_builds_a_full_score_matrix(monkeypatch):
     # Every matmul the reference makes is bounded by chunk x seq_k, never seq_q x seq_k.
     seen = []
     real = torch.matmul
-    monkeypatch.setattr(torch, "matmul", lambda a, b: seen.append(a.shape[-2] * b.shape[-1]) or real(a, b))
+    monkeypatch.setattr(
+        torch, "matmul", lambda a, b: seen.append(a.shape[-2] * b.shape[-1]) or real(a, b)
+    )
     q, k, v = _inputs(b=1, sq=4096, sk=4096, hq=1, hkv=1, d=16, dtype=torch.float32)
     ref_attention(q, k, v, causal=True, chunk=512)
     assert max(seen) <= 512 * 4096

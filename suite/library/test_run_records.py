@@ -13,7 +13,16 @@ from tilegate.paths import REPO_ROOT
 from tilegate.testing.run_records import PARENT_ENV
 
 # -c os.devnull drops the ini's addopts: the plugins the gate never uses are left out here too
-NO_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:benchmark")
+NO_PLUGINS = (
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:hypothesispytest",
+    "-p",
+    "no:anyio",
+    "-p",
+    "no:benchmark",
+)
 TESTS = """
 import json, os, subprocess, sys
 
@@ -35,11 +44,24 @@ def project(tmp_path: Path) -> Path:
 
 def gate_pytest(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("TILEGATE_ARTIFACTS", PARENT_ENV)}
-    command = [sys.executable, "-m", "pytest", "-q", *NO_PLUGINS,
-               "-p", "tilegate.testing.pytest_plugin",
-               "-c", os.devnull, "--rootdir", str(root), *args, "tests"]
-    proc = subprocess.run(command, cwd=root, env=base | (env or {}),
-                          capture_output=True, text=True, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        *NO_PLUGINS,
+        "-p",
+        "tilegate.testing.pytest_plugin",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(root),
+        *args,
+        "tests",
+    ]
+    proc = subprocess.run(
+        command, cwd=root, env=base | (env or {}), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -62,7 +84,9 @@ def test_each_run_has_its_folder_its_junit_and_latest_names_the_newest(tmp_path)
     gate_pytest(root, "-p", "no:xdist")
     second = latest_run(root / "artifacts")
     assert first and second and first != second
-    assert sorted(p.name for p in (root / "artifacts" / RUNS).iterdir()) == sorted([first.name, second.name])
+    assert sorted(p.name for p in (root / "artifacts" / RUNS).iterdir()) == sorted(
+        [first.name, second.name]
+    )
     for run in (first, second):
         assert (run / "mine.txt").is_file() and (run / "also.txt").is_file()
         junit = (run / "junit" / "pytest.xml").read_text()
@@ -96,7 +120,8 @@ def test_a_nested_run_writes_under_its_parent_and_never_moves_latest(tmp_path):
     mine = latest_run(root / "artifacts")
     parent = tmp_path / "parent-run"
     parent.mkdir()
-    # a nested run inherits TILEGATE_ARTIFACTS from a tox env: it must not take (and clear) that folder
+    # a nested run inherits TILEGATE_ARTIFACTS from a tox env: it must not take (and clear) that
+    # folder
     gate_pytest(root, "-p", "no:xdist", env={PARENT_ENV: str(parent)})
     assert latest_run(root / "artifacts") == mine
     nested = list((parent / "nested" / RUNS).iterdir())
@@ -109,18 +134,28 @@ def test_the_gate_run_hands_its_children_its_folder_not_its_variable(tmp_path):
     (root / "tests" / "test_records.py").write_text(
         "import json, os\n"
         "def test_env(artifacts_dir):\n"
-        f"    print(json.dumps([os.environ.get('TILEGATE_ARTIFACTS'), os.environ.get('{PARENT_ENV}'), "
-        "str(artifacts_dir)]))\n")
+        "    print(json.dumps([os.environ.get('TILEGATE_ARTIFACTS'), "
+        f"os.environ.get('{PARENT_ENV}'), "
+        "str(artifacts_dir)]))\n"
+    )
     explicit = tmp_path / "explicit"
     proc = gate_pytest(root, "-p", "no:xdist", "-s", env={"TILEGATE_ARTIFACTS": str(explicit)})
-    inherited, parent, artifacts = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("[")))
+    inherited, parent, artifacts = json.loads(
+        next(ln for ln in proc.stdout.splitlines() if ln.startswith("["))
+    )
     assert inherited is None and parent == artifacts == str(explicit)
 
 
 def test_a_latest_link_out_of_the_runs_is_not_followed(tmp_path):
     root = tmp_path / "artifacts"
     (root / RUNS / "20260101T000000-1").mkdir(parents=True)
-    for target in ("/etc", "../../etc", f"{RUNS}/../../etc", f"{RUNS}/20260101T000000-1/../..", "runs/x"):
+    for target in (
+        "/etc",
+        "../../etc",
+        f"{RUNS}/../../etc",
+        f"{RUNS}/20260101T000000-1/../..",
+        "runs/x",
+    ):
         link = root / LATEST
         link.unlink(missing_ok=True)
         link.symlink_to(target)
@@ -133,8 +168,18 @@ def test_a_latest_link_out_of_the_runs_is_not_followed(tmp_path):
 def test_the_step_summary_reads_the_latest_run(tmp_path):
     root = project(tmp_path)
     gate_pytest(root, "-p", "no:xdist")
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "step_summary.py"),
-                           str(root / "artifacts"), "--title", "t"], capture_output=True, text=True, timeout=60,
-                          env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "step_summary.py"),
+            str(root / "artifacts"),
+            "--title",
+            "t",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "2 passed" in proc.stdout, proc.stdout

@@ -10,7 +10,9 @@ from tilegate.harness.sanitize.driver import parse_summary
 def test_summary_lines_are_parsed():
     assert parse_summary("memcheck", "========= ERROR SUMMARY: 0 errors\n") == (0, 0)
     assert parse_summary("initcheck", "========= ERROR SUMMARY: 66048 errors\n") == (66048, 0)
-    assert parse_summary("racecheck", "========= RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)\n") == (1, 2)
+    assert parse_summary(
+        "racecheck", "========= RACECHECK SUMMARY: 3 hazards displayed (1 error, 2 warnings)\n"
+    ) == (1, 2)
     assert parse_summary("memcheck", "Traceback (most recent call last):\n") is None
     assert parse_summary("racecheck", "========= ERROR SUMMARY: 0 errors\n") is None
 

@@ -58,21 +58,29 @@ def test_the_cases_are_what_they_say():
     dup = family.make_inputs(family.Case(3, "duplicates", shape), "cpu")
     assert torch.equal(dup.indices[:, 8:], dup.indices[:, :8])
     assert family.make_inputs(family.Case(3, "topk-length", shape), "cpu").topk_length.item() == 9
-    assert {c.name for c in family.cases(shape) if c.tokens == 8192} == {"t8192-dense", "t8192-tail-padded"}
+    assert {c.name for c in family.cases(shape) if c.tokens == 8192} == {
+        "t8192-dense",
+        "t8192-tail-padded",
+    }
 
 
 def test_the_v4_cache_decodes_as_the_kernel_reads_it():
-    """The kernel's recipe (tilelang_fp8_attention.py): bf16 bits = sign | (e4m3 exponent + scale - 7) << 7
-    | mantissa << 4 for the 448 latent values, the rope part as bf16 after them, scales after the block's data."""
+    """The kernel's recipe (tilelang_fp8_attention.py): bf16 bits = sign | (e4m3 exponent + scale -
+    7) << 7
+    | mantissa << 4 for the 448 latent values, the rope part as bf16 after them, scales after the
+    block's data."""
     kv = torch.randn(V4_BLOCK * 2, 512, generator=torch.Generator().manual_seed(1)) * 3
     cache, seen = v4_encode(kv)
     flat = cache.reshape(2, -1)
     data = flat[:, : V4_BLOCK * 576].reshape(-1, 576).long()
-    scales = flat[:, V4_BLOCK * 576:].reshape(-1, 8).long()
+    scales = flat[:, V4_BLOCK * 576 :].reshape(-1, 8).long()
     b, tile_scale = data[:, :V4_NOPE], scales[:, torch.arange(V4_NOPE) // 64]
     bits = ((b & 0x80) << 8) | ((((b & 0x78) >> 3) + tile_scale - 7) << 7) | ((b & 0x7) << 4)
     nope = bits.to(torch.int16).view(torch.bfloat16).float()
     rope = data[:, V4_NOPE:].to(torch.uint8).contiguous().view(torch.bfloat16).float()
     normal = (b & 0x78) != 0  # the recipe has no zero or subnormal codes
-    assert torch.equal(nope[normal], seen[:, :V4_NOPE][normal]) and torch.equal(rope, seen[:, V4_NOPE:])
-    assert (seen[:, :V4_NOPE] - kv[:, :V4_NOPE]).abs().max() <= kv.abs().max() / 8  # e4m3 keeps 3 bits
+    assert torch.equal(nope[normal], seen[:, :V4_NOPE][normal]) and torch.equal(
+        rope, seen[:, V4_NOPE:]
+    )
+    # e4m3 keeps 3 bits
+    assert (seen[:, :V4_NOPE] - kv[:, :V4_NOPE]).abs().max() <= kv.abs().max() / 8

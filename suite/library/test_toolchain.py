@@ -45,16 +45,21 @@ def test_code_object_cache_hits_and_keys_on_compiler(tmp_path, monkeypatch):
 
 def test_compiler_errors_carry_its_message(tmp_path):
     from tilegate.gfx942.code_object import BuildError
+
     with pytest.raises(BuildError, match="error"):
         build_code_object("this is not C++\n", tc.find_toolchain(), tmp_path)
 
 
 def test_lowered_cache_reuses_disk_entries(fresh_builder, monkeypatch):
     from tilegate.fixtures.compile_cases import cases
+
     case = cases("gfx942")[0]
     first = fresh_builder.lowered(case)
-    monkeypatch.setattr("tilegate.lowering.lower", lambda *a: pytest.fail("lowered again despite the disk cache"))
+    monkeypatch.setattr(
+        "tilegate.lowering.lower", lambda *a: pytest.fail("lowered again despite the disk cache")
+    )
     from tilegate.builder import KernelBuilder
+
     again = KernelBuilder(fresh_builder.cache_dir).lowered(case)
     assert again == first
 
@@ -62,7 +67,9 @@ def test_lowered_cache_reuses_disk_entries(fresh_builder, monkeypatch):
 def _combine_source(builder) -> str:
     from tilegate.fixtures.compile_cases import cases
 
-    return builder.lowered(next(c for c in cases("gfx942") if c.kernel == "paged_decode_combine")).source
+    return builder.lowered(
+        next(c for c in cases("gfx942") if c.kernel == "paged_decode_combine")
+    ).source
 
 
 def test_the_precompiled_header_changes_no_byte(builder, tmp_path):
@@ -94,7 +101,8 @@ def test_a_broken_precompiled_header_is_discarded_and_the_build_goes_on(builder,
 
 def test_a_second_writer_keeps_the_first_header(builder, tmp_path):
     # clang checks the header a PCH was made from by size and time: had a second worker rewritten
-    # it, every PCH built from the first copy would be refused (seen: warnings in a cold 2-worker run)
+    # it, every PCH built from the first copy would be refused (seen: warnings in a cold 2-worker
+    # run)
     from tilegate.gfx942.pch import precompiled_header
 
     source, chain = _combine_source(builder), tc.find_toolchain()
@@ -110,7 +118,8 @@ def test_a_second_writer_keeps_the_first_header(builder, tmp_path):
 def test_a_header_that_cannot_be_made_is_tried_once(builder, tmp_path, monkeypatch, recwarn):
     from tilegate.gfx942 import pch as pch_module
 
-    monkeypatch.setattr(pch_module, "_front_end_command", lambda *args: None)  # a driver with no front-end job
+    # a driver with no front-end job
+    monkeypatch.setattr(pch_module, "_front_end_command", lambda *args: None)
     monkeypatch.setattr(pch_module, "_cannot_build", set())
     source, chain = _combine_source(builder), tc.find_toolchain()
     assert pch_module.precompiled_header(source, chain, tmp_path) is None

@@ -45,27 +45,43 @@ MI300X = _workflow("gate-mi300x.yml")
 
 
 def _context(event: dict) -> dict:
-    return {"github": {"event_name": event["event_name"], "ref": event["ref"], "repository": event["repository"],
-                       "event": event["event"]}, "inputs": event["inputs"],
-            "env": MI300X.get("env", {})}
+    return {
+        "github": {
+            "event_name": event["event_name"],
+            "ref": event["ref"],
+            "repository": event["repository"],
+            "event": event["event"],
+        },
+        "inputs": event["inputs"],
+        "env": MI300X.get("env", {}),
+    }
 
 
 @pytest.mark.parametrize("path", EVENTS, ids=lambda p: p.stem)
 def test_only_trusted_events_start_the_mi300x_jobs(path):
     event = json.loads(path.read_text())
-    started = {job: gh.truthy(gh.evaluate(spec["if"], _context(event))) for job, spec in MI300X["jobs"].items()
-               if "self-hosted" in spec["runs-on"]}
+    started = {
+        job: gh.truthy(gh.evaluate(spec["if"], _context(event)))
+        for job, spec in MI300X["jobs"].items()
+        if "self-hosted" in spec["runs-on"]
+    }
     assert started == event["jobs"], f"{path.stem}: started {started}, expected {event['jobs']}"
 
 
 def test_the_payloads_cover_every_trigger_and_a_fork_never_runs_unlabelled():
     events = [json.loads(p.read_text()) for p in EVENTS]
     assert {e["event_name"] for e in events} == set(MI300X["on"])
-    forks = [e for e in events if e["event_name"] == "pull_request_target"
-             and (e["event"]["pull_request"]["head"]["repo"] or {}).get("full_name") != e["repository"]]
+    forks = [
+        e
+        for e in events
+        if e["event_name"] == "pull_request_target"
+        and (e["event"]["pull_request"]["head"]["repo"] or {}).get("full_name") != e["repository"]
+    ]
     assert any(e["jobs"]["gate"] for e in forks) and all(
-        e["jobs"]["gate"] == (e["event"]["action"] == "labeled" and e["event"]["label"]["name"] == "mi300x-approved")
-        for e in forks)
+        e["jobs"]["gate"]
+        == (e["event"]["action"] == "labeled" and e["event"]["label"]["name"] == "mi300x-approved")
+        for e in forks
+    )
 
 
 def test_the_mi300x_workflow_is_never_the_pull_requests_own():
@@ -87,9 +103,13 @@ def _steps(doc: dict):
 def test_actions_are_pinned_and_checkouts_keep_no_credentials(name):
     for job_name, _job, step in _steps(_workflow(name)):
         if "uses" in step:
-            assert SHA.match(step["uses"]), f"{name} {job_name}: {step['uses']} is not pinned to a commit"
+            assert SHA.match(step["uses"]), (
+                f"{name} {job_name}: {step['uses']} is not pinned to a commit"
+            )
         if str(step.get("uses", "")).startswith("actions/checkout@"):
-            assert step.get("with", {}).get("persist-credentials") is False, f"{name} {job_name}: checkout keeps credentials"
+            assert step.get("with", {}).get("persist-credentials") is False, (
+                f"{name} {job_name}: checkout keeps credentials"
+            )
 
 
 def test_on_the_runner_only_mains_scripts_run_and_the_code_under_test_only_in_the_container():
@@ -99,29 +119,58 @@ def test_on_the_runner_only_mains_scripts_run_and_the_code_under_test_only_in_th
     for job_name, job, step in _steps(MI300X):
         if "self-hosted" not in job["runs-on"]:
             continue
-        # what follows `mi300x-container.sh gate TREE OUT CACHE SCRATCH WHEELS --` runs inside the container
-        run = re.sub(r"(mi300x-container\.sh\s+gate(\s+\S+){5}\s+--).*", r"\1", step.get("run", ""), flags=re.S)
+        # what follows `mi300x-container.sh gate TREE OUT CACHE SCRATCH WHEELS --` runs inside the
+        # container
+        run = re.sub(
+            r"(mi300x-container\.sh\s+gate(\s+\S+){5}\s+--).*",
+            r"\1",
+            step.get("run", ""),
+            flags=re.S,
+        )
         for command in re.findall(r"(?:^|[\s;&|(])(?:bash|sh|python3?)\s+(\S+)", run):
-            assert command.startswith("trusted/scripts/"), f"{job_name}: runs {command} on the runner"
-        assert not re.search(r"\b(cd|git)\s", run), f"{job_name}: enters a folder or runs git on the runner"
+            assert command.startswith("trusted/scripts/"), (
+                f"{job_name}: runs {command} on the runner"
+            )
+        assert not re.search(r"\b(cd|git)\s", run), (
+            f"{job_name}: enters a folder or runs git on the runner"
+        )
         if "mi300x-container.sh gate" in run:
-            assert "trusted/scripts/mi300x-cache.sh setup" in run, f"{job_name}: no per-trust cache for the container"
+            assert "trusted/scripts/mi300x-cache.sh setup" in run, (
+                f"{job_name}: no per-trust cache for the container"
+            )
         if str(step.get("uses", "")).startswith("actions/checkout@"):
-            assert step["with"] == {"path": "trusted", "persist-credentials": False}, f"{job_name}: checks out {step}"
+            assert step["with"] == {"path": "trusted", "persist-credentials": False}, (
+                f"{job_name}: checks out {step}"
+            )
         if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
-            assert step["with"]["path"] == "${{ runner.temp }}/tilegate/records/", f"{job_name}: uploads {step}"
+            assert step["with"]["path"] == "${{ runner.temp }}/tilegate/records/", (
+                f"{job_name}: uploads {step}"
+            )
             assert step["with"]["include-hidden-files"] is True  # .test_durations
         if "step_summary.py" in run:
-            assert '"$RUNNER_TEMP/tilegate/records/artifacts"' in run, f"{job_name}: summarises uncollected records"
+            assert '"$RUNNER_TEMP/tilegate/records/artifacts"' in run, (
+                f"{job_name}: summarises uncollected records"
+            )
     assert "allow-unsafe-pr-checkout" not in (WORKFLOWS / "gate-mi300x.yml").read_text()
-    export = next(s for _, _, s in _steps(MI300X) if s.get("name") == "Export the commit under test")
+    export = next(
+        s for _, _, s in _steps(MI300X) if s.get("name") == "Export the commit under test"
+    )
     assert export["env"]["SHA"] == "${{ github.event.pull_request.head.sha || github.sha }}"
 
 
-@pytest.mark.parametrize("expression, want", [
-    ("'a' == 'A'", True), ("null == ''", True), ("'x' == 0", False), ("!('a' != 'a')", True),
-    ("true && 'yes'", "yes"), ("'' || 'fallback'", "fallback"), ("contains('Hello', 'ELL')", True),
-    ("github.event.missing.deeper == null", True), ("github['event_name'] == 'push'", True),
-])
+@pytest.mark.parametrize(
+    "expression, want",
+    [
+        ("'a' == 'A'", True),
+        ("null == ''", True),
+        ("'x' == 0", False),
+        ("!('a' != 'a')", True),
+        ("true && 'yes'", "yes"),
+        ("'' || 'fallback'", "fallback"),
+        ("contains('Hello', 'ELL')", True),
+        ("github.event.missing.deeper == null", True),
+        ("github['event_name'] == 'push'", True),
+    ],
+)
 def test_the_expression_evaluator_follows_githubs_rules(expression, want):
     assert gh.evaluate(expression, {"github": {"event_name": "push", "event": {}}}) == want

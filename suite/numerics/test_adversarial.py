@@ -14,8 +14,12 @@ pytestmark = [pytest.mark.gpu]
 
 
 def _cases(lengths=((127, 127), (3782, 3782), (1, 3782))):
-    return [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, dtype), q, k)
-            for dtype in ("float16", "bfloat16") for causal in (True, False) for q, k in lengths]
+    return [
+        RunCase(AttentionShape(*LLAMA3_8B, 128, causal, dtype), q, k)
+        for dtype in ("float16", "bfloat16")
+        for causal in (True, False)
+        for q, k in lengths
+    ]
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(_cases()))
@@ -40,11 +44,17 @@ def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
 def test_identical_keys_average_the_visible_values(case, cfg, artifacts_dir):
     q, k, v = identical_keys(case, DEVICE)
     out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "identical_keys")
-    # the mean of the values each query sees: keys 0..i+offset when causal (bottom-right), all otherwise
+    # the mean of the values each query sees: keys 0..i+offset when causal (bottom-right), all
+    # otherwise
     vf = v.float().repeat_interleave(case.shape.groups, dim=2)  # [b, sk, hq, d]
-    visible = torch.arange(case.seq_q, device=v.device) + (case.seq_k - case.seq_q) + 1 if case.shape.causal \
+    visible = (
+        torch.arange(case.seq_q, device=v.device) + (case.seq_k - case.seq_q) + 1
+        if case.shape.causal
         else torch.full((case.seq_q,), case.seq_k, device=v.device)
-    prefix_mean = vf.cumsum(dim=1) / torch.arange(1, case.seq_k + 1, device=v.device)[None, :, None, None]
+    )
+    prefix_mean = (
+        vf.cumsum(dim=1) / torch.arange(1, case.seq_k + 1, device=v.device)[None, :, None, None]
+    )
     expected = prefix_mean[:, visible - 1]  # [b, sq, hq, d]
     assert (ref - expected).abs().max() < 1e-3, "the generator no longer makes the softmax uniform"
     assert verdict.passed, verdict.explain()

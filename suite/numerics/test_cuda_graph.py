@@ -8,7 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from suite_helpers import DEVICE, EXTEND_BATCHES, causal_builds, fake_layer, fake_runner, forward_batch
+from suite_helpers import (
+    DEVICE,
+    EXTEND_BATCHES,
+    causal_builds,
+    fake_layer,
+    fake_runner,
+    forward_batch,
+)
 
 from tilegate.harness.sglang.instrumented import ReferenceOps
 from tilegate.serving.sglang_backend import TileLangAttnBackend
@@ -28,10 +35,17 @@ def _runner(dtype):
 
 
 def _batch(reqs, lens, device=DEVICE, mode=DECODE):
-    """A decode batch as SGLang's graph runner hands it to the hooks (its replay view has batch_size)."""
-    return SimpleNamespace(forward_mode=mode, batch_size=len(reqs), req_pool_indices=torch.tensor(reqs, device=device),
-                           seq_lens=torch.tensor(lens, device=device), encoder_lens=None, out_cache_loc=None,
-                           spec_info=None)
+    """A decode batch as SGLang's graph runner hands it to the hooks (its replay view has
+    batch_size)."""
+    return SimpleNamespace(
+        forward_mode=mode,
+        batch_size=len(reqs),
+        req_pool_indices=torch.tensor(reqs, device=device),
+        seq_lens=torch.tensor(lens, device=device),
+        encoder_lens=None,
+        out_cache_loc=None,
+        spec_info=None,
+    )
 
 
 def _eager(runner, layer, q, fb):
@@ -63,19 +77,23 @@ def test_replayed_decode_equals_eager_bitwise(dtype):
     pool = runner.token_to_kv_pool
     for step, (reqs, lens) in enumerate((((3, 0, 5), (1, 33, 160)), ((2, 4, 1), (160, 2, 57)))):
         gen = torch.Generator(device=DEVICE).manual_seed(step)
-        pool.k[1].copy_(torch.randn(pool.k[1].shape, generator=gen, device=DEVICE).to(dtype))  # new pool contents
+        # new pool contents
+        pool.k[1].copy_(torch.randn(pool.k[1].shape, generator=gen, device=DEVICE).to(dtype))
         pool.v[1].copy_(torch.randn(pool.v[1].shape, generator=gen, device=DEVICE).to(dtype))
         q_static.copy_(torch.randn(q_static.shape, generator=gen, device=DEVICE).to(dtype))
         fb = _batch(reqs, lens)
         backend.init_forward_metadata_out_graph(fb)
         graph.replay()
         want = _eager(runner, layer, q_static.clone(), fb)
-        assert torch.equal(out_static, want), f"step {step}: replay differs from eager by " \
+        assert torch.equal(out_static, want), (
+            f"step {step}: replay differs from eager by "
             f"{(out_static.float() - want.float()).abs().max().item()}"
+        )
 
 
 # The hooks' bookkeeping on the CPU, with the reference ops: after a replay's refill, a forward
 # through the captured batch's buffers computes the new batch, as the eager path does.
+
 
 def _cpu_batch(reqs, lens, mode=DECODE):
     return _batch(reqs, lens, device="cpu", mode=mode)
@@ -93,11 +111,16 @@ def test_replay_refills_the_captured_batch():
     _captured(backend, first)
     q = torch.randn(BS, HEADS * DIM)
     backend.init_forward_metadata_out_graph(second)  # a replay's prep
-    replayed = backend.forward_decode(q, None, None, layer, first, save_kv_cache=False)  # the captured batch object
+    # the captured batch object
+    replayed = backend.forward_decode(q, None, None, layer, first, save_kv_cache=False)
     eager = TileLangAttnBackend(runner, ReferenceOps())
     eager.init_forward_metadata(second)
-    assert torch.equal(replayed, eager.forward_decode(q, None, None, layer, second, save_kv_cache=False))
-    assert backend.graph_seq_lens[BS:].tolist() == [backend.get_cuda_graph_seq_len_fill_value()] * (MAX_BS - BS)
+    assert torch.equal(
+        replayed, eager.forward_decode(q, None, None, layer, second, save_kv_cache=False)
+    )
+    assert backend.graph_seq_lens[BS:].tolist() == [backend.get_cuda_graph_seq_len_fill_value()] * (
+        MAX_BS - BS
+    )
 
 
 def test_an_eager_extend_after_a_capture_prepares_its_own_batch():
@@ -122,6 +145,9 @@ def test_replay_checks_the_new_batch():
 def test_graph_capture_of_other_modes_is_refused():
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
     backend.init_cuda_graph_state(MAX_BS, MAX_BS)
-    with pytest.raises(UnsupportedByTileLangBackend, match="captures plain decode batches only, not TARGET_VERIFY"):
-        backend.init_forward_metadata_out_graph(_cpu_batch((3,), (5,), mode=SimpleNamespace(name="TARGET_VERIFY")),
-                                                in_capture=True)
+    with pytest.raises(
+        UnsupportedByTileLangBackend, match="captures plain decode batches only, not TARGET_VERIFY"
+    ):
+        backend.init_forward_metadata_out_graph(
+            _cpu_batch((3,), (5,), mode=SimpleNamespace(name="TARGET_VERIFY")), in_capture=True
+        )

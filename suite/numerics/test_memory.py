@@ -28,5 +28,8 @@ def test_32k_call_allocates_no_workspace(case, cfg, artifacts_dir):
     extra = torch.cuda.max_memory_allocated() - before
     io_bytes = sum(t.numel() * t.element_size() for t in (q, k, v, out))
     record_memory(artifacts_dir, f"{case.name}-{cfg.name}", io_bytes, extra)
-    scores_bytes = case.seq_q * case.seq_k * case.shape.q_heads * 2  # what one fp16 score matrix would take
-    assert extra <= tol.WORKSPACE_LIMIT_BYTES, f"{extra} bytes allocated during the call (a score matrix is {scores_bytes})"
+    # what one fp16 score matrix would take
+    scores_bytes = case.seq_q * case.seq_k * case.shape.q_heads * 2
+    assert extra <= tol.WORKSPACE_LIMIT_BYTES, (
+        f"{extra} bytes allocated during the call (a score matrix is {scores_bytes})"
+    )

@@ -19,7 +19,11 @@ def test_matches_fp32_reference(case, cfg, artifacts_dir):
     assert verdict.passed, verdict.explain()
 
 
-NAN_PADDING_CASES = [c for c in numerics_cases() if c.batch == 1 and c.seq_k in (127, 129, 3782, 8192) and c.shape.head_dim == 128]
+NAN_PADDING_CASES = [
+    c
+    for c in numerics_cases()
+    if c.batch == 1 and c.seq_k in (127, 129, 3782, 8192) and c.shape.head_dim == 128
+]
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(NAN_PADDING_CASES))
@@ -30,7 +34,12 @@ def test_memory_past_the_sequence_is_never_read_or_written(case, cfg):
     pad = 77
 
     def nan_padded(t):
-        big = torch.full((t.shape[0], t.shape[1] + pad, *t.shape[2:]), float("nan"), dtype=t.dtype, device=t.device)
+        big = torch.full(
+            (t.shape[0], t.shape[1] + pad, *t.shape[2:]),
+            float("nan"),
+            dtype=t.dtype,
+            device=t.device,
+        )
         big[:, : t.shape[1]] = t
         return big
 
@@ -42,8 +51,16 @@ def test_memory_past_the_sequence_is_never_read_or_written(case, cfg):
     assert torch.isnan(outb[:, n_q:]).all(), "the kernel wrote past seq_q"
 
 
-DETERMINISM_CASES = [c for c in numerics_cases() if c.seq_k in (3782, 32768) and c.batch == 1 and c.shape.q_heads == 32
-                     and c.shape.head_dim == 128 and c.seq_q == c.seq_k and c.shape.dtype == "float16"]
+DETERMINISM_CASES = [
+    c
+    for c in numerics_cases()
+    if c.seq_k in (3782, 32768)
+    and c.batch == 1
+    and c.shape.q_heads == 32
+    and c.shape.head_dim == 128
+    and c.seq_q == c.seq_k
+    and c.shape.dtype == "float16"
+]
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(DETERMINISM_CASES))

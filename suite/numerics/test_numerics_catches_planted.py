@@ -18,13 +18,28 @@ from tilegate.testing.precompile import kind_builds
 # Catalog lengths with a partial last key block (129 = 2 x 64 + 1, 3782 = 59 x 64 + 6).
 # A bug may hide at one length (dropping 6 of 3782 causal keys moved the output by 0.99
 # of the bound on the H200) and not at another: the tier fails if any case fails.
-CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
-         for causal in (True, False) for n in (129, 3782)]
-DEFECTS = [PrefillDefect.WRONG_SCALE, PrefillDefect.CAUSAL_OFF_BY_ONE,
-           PrefillDefect.DROP_LAST_BLOCK]
-pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("planted"),
-              pytest.mark.builds(*(b for case in CASES for defect in (None, *DEFECTS)
-                                   for b in kind_builds("flash_fwd", case.shape, defect=defect)))]
+CASES = [
+    RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
+    for causal in (True, False)
+    for n in (129, 3782)
+]
+DEFECTS = [
+    PrefillDefect.WRONG_SCALE,
+    PrefillDefect.CAUSAL_OFF_BY_ONE,
+    PrefillDefect.DROP_LAST_BLOCK,
+]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.xdist_group("planted"),
+    pytest.mark.builds(
+        *(
+            b
+            for case in CASES
+            for defect in (None, *DEFECTS)
+            for b in kind_builds("flash_fwd", case.shape, defect=defect)
+        )
+    ),
+]
 
 
 def _tier_failures(defect=None, cfg=None) -> list[str]:
@@ -36,7 +51,9 @@ def _tier_failures(defect=None, cfg=None) -> list[str]:
         ref = ref_attention(q, k, v, causal=case.shape.causal)
         base = ref_attention_lowp(q, k, v, causal=case.shape.causal)
         out = torch.full_like(q, float("nan"))  # an element the kernel leaves unwritten stays NaN
-        verdict = judge(flash_attention(case.shape, tile, q, k, v, out=out, defect=defect), ref, base)
+        verdict = judge(
+            flash_attention(case.shape, tile, q, k, v, out=out, defect=defect), ref, base
+        )
         if not verdict.passed:
             failures.append(f"{case.name}: {verdict.explain()}")
     return failures
@@ -62,8 +79,15 @@ SHIPPING_CONFIGS = configs_for(SHIPPING_TARGET, 128)
 
 @pytest.mark.config_target(SHIPPING_TARGET)
 @pytest.mark.parametrize("cfg", SHIPPING_CONFIGS, ids=[cfg.name for cfg in SHIPPING_CONFIGS])
-@pytest.mark.builds(*(b for cfg in SHIPPING_CONFIGS for case in CASES for defect in (None, SHIPPING_DEFECT)
-                      for b in kind_builds("flash_fwd", case.shape, cfg, defect=defect)))
+@pytest.mark.builds(
+    *(
+        b
+        for cfg in SHIPPING_CONFIGS
+        for case in CASES
+        for defect in (None, SHIPPING_DEFECT)
+        for b in kind_builds("flash_fwd", case.shape, cfg, defect=defect)
+    )
+)
 def test_gfx942_only_bug_fails_the_numerics_tier(cfg):
     assert _tier_failures(cfg=cfg) == []  # the same program, healthy, passes
     failures = _tier_failures(SHIPPING_DEFECT, cfg)

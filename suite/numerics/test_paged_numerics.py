@@ -57,7 +57,13 @@ LARGE_LOGIT_CASES = [c for c in DECODE_CASES if len(c.seq_lens) > 1 and c.shape.
 def test_split_kv_combine_survives_large_logits(case, cfg, artifacts_dir):
     # q and k x8: per-split maxima differ by hundreds, so a combine without the global max
     # overflows fp32 and one that mixes bases (e vs 2) is visibly wrong.
-    out, verdict = _judge(case, cfg, paged_batch(case, DEVICE, seed=5, logit_scale=8.0), artifacts_dir, "-large_logits")
+    out, verdict = _judge(
+        case,
+        cfg,
+        paged_batch(case, DEVICE, seed=5, logit_scale=8.0),
+        artifacts_dir,
+        "-large_logits",
+    )
     assert torch.isfinite(out).all()
     assert verdict.passed, verdict.explain()
 

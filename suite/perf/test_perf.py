@@ -5,7 +5,6 @@ JSON record and a chart go to artifacts/perf/. Speed is measured here, never ass
 test elsewhere.
 """
 
-
 import pytest
 
 from tilegate.artifacts.writer import PERF_DIR
@@ -22,7 +21,8 @@ def gpu_perf(test):
 
 @pytest.fixture(scope="session")
 def perf_runs(request, artifacts_dir):
-    """The healthy workload's runs: one, or two when recording a baseline (their spread is the noise)."""
+    """The healthy workload's runs: one, or two when recording a baseline (their spread is the
+    noise)."""
     out = artifacts_dir / PERF_DIR
     times = 2 if request.config.getoption("--update-perf-baseline") else 1
     runs = [perf.run_child(out / f"perf-{i}.log") for i in range(times)]
@@ -36,28 +36,42 @@ def test_speed_ratios_within_baseline(request, platform, perf_runs, artifacts_di
     device = platform.device_name or platform.describe()
     if request.config.getoption("--update-perf-baseline"):
         path = perf.update_baseline(device, perf_runs)
-        noise = {k: f"{v['noise']:.1%} -> allowed fall {v['tolerance']:.0%}" for k, v in perf.baseline_from(perf_runs).items()}
-        print(f"baseline recorded: {path}\n" + "\n".join(f"  {k}: {v}" for k, v in sorted(noise.items())))
+        noise = {
+            k: f"{v['noise']:.1%} -> allowed fall {v['tolerance']:.0%}"
+            for k, v in perf.baseline_from(perf_runs).items()
+        }
+        print(
+            f"baseline recorded: {path}\n"
+            + "\n".join(f"  {k}: {v}" for k, v in sorted(noise.items()))
+        )
         return
     baseline = perf.load_baseline(device)
     if baseline is None:
-        skips.missing(f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with --update-perf-baseline")
+        skips.missing(
+            f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with "
+            "--update-perf-baseline"
+        )
     problems = perf.regressions(perf_runs[0], baseline["records"])
     assert not problems, f"slower than {device}'s baseline:\n" + "\n".join(map(str, problems))
 
 
 @gpu_perf
 def test_planted_slow_variant_is_flagged(platform, perf_runs, artifacts_dir):
-    slow = perf.run_child(artifacts_dir / PERF_DIR / "perf-extra_exp.log", "--defect", "extra_exp", "--families", "prefill")
+    slow = perf.run_child(
+        artifacts_dir / PERF_DIR / "perf-extra_exp.log",
+        "--defect",
+        "extra_exp",
+        "--families",
+        "prefill",
+    )
     print("\n" + "\n".join(perf.table(slow)))
     committed = perf.load_baseline(platform.device_name or platform.describe())
     # judged by the committed baseline where there is one, else by this run's healthy figures
     baseline = committed["records"] if committed else perf.baseline_from(perf_runs)
     flagged = [p for p in perf.regressions(slow, baseline) if not p.missing_baseline]
-    assert flagged, "the planted extra_exp variant (two more transcendentals per score) passed the perf check"
+    assert flagged, (
+        "the planted extra_exp variant (two more transcendentals per score) passed the perf check"
+    )
 
 
 # The tabulating and judging, on the CPU.
-
-
-

@@ -3,10 +3,10 @@
 attention_backend="tilelang" (the TileLang kernels) and with its peer (triton on CUDA, SGLang's
 default on ROCm), both engines resident, measured in interleaved rounds in one child
 (tilegate.harness.sglang.bench): batch 32 x 1024 -> 512 tokens (tokens/s, TTFT) and one
-32768-token prompt (TTFT, decode tokens/s). The table, JSON and chart go to artifacts/perf/serving.*;
-the ratios are judged against the device's perf baseline (suite/baselines/perf/<device>.json, keys
-"serving | ..."), each with the tolerance its recording runs' noise set (tilegate.harness.perf.driver).
-"""
+32768-token prompt (TTFT, decode tokens/s). The table, JSON and chart go to
+artifacts/perf/serving.*; the ratios are judged against the device's perf baseline
+(suite/baselines/perf/<device>.json, keys "serving | ..."), each with the tolerance its recording
+runs' noise set (tilegate.harness.perf.driver)."""
 
 from __future__ import annotations
 
@@ -23,30 +23,64 @@ from tilegate.harness.sglang.driver import EngineRun
 from tilegate.platform import detect
 from tilegate.testing import skips
 
-pytestmark = [pytest.mark.gpu, pytest.mark.sglang, pytest.mark.slow, pytest.mark.deadline(2400),
-              pytest.mark.xdist_group("perf")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sglang,
+    pytest.mark.slow,
+    pytest.mark.deadline(2400),
+    pytest.mark.xdist_group("perf"),
+]
 
 PEER = "default" if detect().kind == "rocm" else "triton"
-BENCH = {"backends": ["tilelang", PEER], "batch": 32, "input_len": 1024, "output_len": 512, "long_len": 32768,
-         "long_output": 128, "seed": 0, "rounds": 3,
-         # both engines resident: SGLang sizes each pool from the memory free at its start, the cap
-         # holds the batch's 49k tokens and the long prompt
-         "engine_kwargs": {"mem_fraction_static": 0.3, "max_total_tokens": 98304, "context_length": 32768 + 256,
-                           "load_format": "dummy", "skip_tokenizer_init": True, "cuda_graph_max_bs_decode": 32,
-                           # decode graphs on, prefill graphs off: SGLang's default on ROCm
-                           # (fixtures/sglang_gpu_plan.py says why the H200 cannot run CUDA's)
-                           "disable_prefill_cuda_graph": True,
-                           "sampling_backend": "pytorch", "grammar_backend": "none", "log_level": "error"}}
+BENCH = {
+    "backends": ["tilelang", PEER],
+    "batch": 32,
+    "input_len": 1024,
+    "output_len": 512,
+    "long_len": 32768,
+    "long_output": 128,
+    "seed": 0,
+    "rounds": 3,
+    # both engines resident: SGLang sizes each pool from the memory free at its start, the cap
+    # holds the batch's 49k tokens and the long prompt
+    "engine_kwargs": {
+        "mem_fraction_static": 0.3,
+        "max_total_tokens": 98304,
+        "context_length": 32768 + 256,
+        "load_format": "dummy",
+        "skip_tokenizer_init": True,
+        "cuda_graph_max_bs_decode": 32,
+        # decode graphs on, prefill graphs off: SGLang's default on ROCm
+        # (fixtures/sglang_gpu_plan.py says why the H200 cannot run CUDA's)
+        "disable_prefill_cuda_graph": True,
+        "sampling_backend": "pytorch",
+        "grammar_backend": "none",
+        "log_level": "error",
+    },
+}
 
 
-def bench_spec(bench: dict, model: str = "llama3-8b-shape", device: str = "cuda", dtype: str = "bfloat16") -> dict:
+def bench_spec(
+    bench: dict, model: str = "llama3-8b-shape", device: str = "cuda", dtype: str = "bfloat16"
+) -> dict:
     """A child spec with only the benchmark phase (no comparison prompts, no reference)."""
-    return {"model": model, "rounds": [], "max_new_tokens": 1, "reference": False, "backends": [],
-            "device": device, "dtype": dtype, "engine_kwargs": {}, "bench": bench}
+    return {
+        "model": model,
+        "rounds": [],
+        "max_new_tokens": 1,
+        "reference": False,
+        "backends": [],
+        "device": device,
+        "dtype": dtype,
+        "engine_kwargs": {},
+        "bench": bench,
+    }
 
 
 def run_bench(workdir: Path) -> dict:
-    return EngineRun(workdir, bench_spec(BENCH), python=Path(sys.executable), cpu=False).result(timeout=2000)["bench"]
+    return EngineRun(workdir, bench_spec(BENCH), python=Path(sys.executable), cpu=False).result(
+        timeout=2000
+    )["bench"]
 
 
 def check_served(bench: dict) -> None:
@@ -54,7 +88,9 @@ def check_served(bench: dict) -> None:
     for name, b in bench["backends"].items():
         for r in b["rounds"]:
             assert r["batch_generated"] == spec["batch"] * spec["output_len"], (name, r)
-            assert r["long_prompt_tokens"] == spec["long_len"], f"{name} served {r['long_prompt_tokens']} prompt tokens"
+            assert r["long_prompt_tokens"] == spec["long_len"], (
+                f"{name} served {r['long_prompt_tokens']} prompt tokens"
+            )
 
 
 def write_artifacts(benches: list[dict], device: str, artifacts_dir: Path) -> dict:
@@ -72,7 +108,9 @@ def write_artifacts(benches: list[dict], device: str, artifacts_dir: Path) -> di
 def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, artifacts_dir):
     device = platform.device_name or platform.describe()
     recording = request.config.getoption("--update-perf-baseline")
-    benches = [run_bench(tmp_path_factory.mktemp("serving-bench")) for _ in range(2 if recording else 1)]
+    benches = [
+        run_bench(tmp_path_factory.mktemp("serving-bench")) for _ in range(2 if recording else 1)
+    ]
     for bench in benches:
         check_served(bench)
     doc = write_artifacts(benches, device, artifacts_dir)
@@ -80,12 +118,22 @@ def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, 
     runs = [{"device": device, "records": sglang_bench.records(b)} for b in benches]
     if recording:
         path = perf.update_baseline(device, runs)
-        print(f"baseline recorded: {path}\n" + "\n".join(
-            f"  {k}: noise {v['noise']:.1%} -> allowed fall {v['tolerance']:.0%}" for k, v in perf.baseline_from(runs).items()))
+        print(
+            f"baseline recorded: {path}\n"
+            + "\n".join(
+                f"  {k}: noise {v['noise']:.1%} -> allowed fall {v['tolerance']:.0%}"
+                for k, v in perf.baseline_from(runs).items()
+            )
+        )
         return
     baseline = (perf.load_baseline(device) or {}).get("records", {})
     if not any(perf.key(r) in baseline for r in doc["records"]):
-        skips.missing(f"no serving baseline for {device}: table in {artifacts_dir / PERF_DIR / 'serving.md'}; "
-                    "record one with -m perf --update-perf-baseline")
+        skips.missing(
+            f"no serving baseline for {device}: table in "
+            f"{artifacts_dir / PERF_DIR / 'serving.md'}; "
+            "record one with -m perf --update-perf-baseline"
+        )
     problems = perf.regressions(doc, baseline)
-    assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(map(str, problems))
+    assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(
+        map(str, problems)
+    )

@@ -15,7 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from suite_helpers import DECODE_BATCHES, EXTEND_BATCHES, Batch, fake_layer, fake_runner, forward_batch
+from suite_helpers import (
+    DECODE_BATCHES,
+    EXTEND_BATCHES,
+    Batch,
+    fake_layer,
+    fake_runner,
+    forward_batch,
+)
 
 from tilegate.harness.sglang.instrumented import ReferenceOps
 from tilegate.platform import NoLocalTarget
@@ -42,8 +49,14 @@ def _run(b: Batch, dtype=torch.float32, layer_id=1):
     backend.init_forward_metadata(fb)
     call = backend.forward_decode if b.decode else backend.forward_extend
     out = call(q, k, v, layer, fb)
-    args = (q.view(tokens, 8, 64), k_pool, v_pool, runner.req_to_token_pool.req_to_token, fb.req_pool_indices,
-            fb.seq_lens)
+    args = (
+        q.view(tokens, 8, 64),
+        k_pool,
+        v_pool,
+        runner.req_to_token_pool.req_to_token,
+        fb.req_pool_indices,
+        fb.seq_lens,
+    )
     if b.decode:
         want = ref_paged_decode(*args, scale=layer.scaling)
     else:
@@ -57,7 +70,9 @@ def test_reference_mode_equals_ref_paged(b):
     assert out.shape == (want.shape[0], 8 * 64) and out.dtype == torch.float32
     torch.testing.assert_close(out.view_as(want), want, rtol=0, atol=0)  # the same FP32 computation
     assert runner.token_to_kv_pool.writes == 1
-    assert torch.equal(runner.token_to_kv_pool.k[1], k_pool) and torch.equal(runner.token_to_kv_pool.v[1], v_pool)
+    assert torch.equal(runner.token_to_kv_pool.k[1], k_pool) and torch.equal(
+        runner.token_to_kv_pool.v[1], v_pool
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -73,7 +88,9 @@ def test_without_save_kv_cache_the_pool_is_untouched():
     fb = forward_batch(runner, DECODE_BATCHES[0])
     before = runner.token_to_kv_pool.k[0].clone()
     q = torch.randn(3, 8 * 64)
-    backend.forward_decode(q, torch.zeros(3, 2, 64), torch.zeros(3, 2, 64), fake_layer(0), fb, save_kv_cache=False)
+    backend.forward_decode(
+        q, torch.zeros(3, 2, 64), torch.zeros(3, 2, 64), fake_layer(0), fb, save_kv_cache=False
+    )
     assert runner.token_to_kv_pool.writes == 0 and torch.equal(runner.token_to_kv_pool.k[0], before)
 
 
@@ -84,8 +101,11 @@ def test_without_a_gpu_the_production_backend_refuses_clearly(monkeypatch):
     def no_gpu():
         raise NoLocalTarget("no GPU: TileLang kernels run on a ROCm or CUDA device only")
 
-    monkeypatch.setattr(sglang_backend, "local_target", no_gpu)  # as on this CPU machine, wherever it runs
-    with pytest.raises(UnsupportedByTileLangBackend, match="the tilelang backend cannot run here: no GPU"):
+    # as on this CPU machine, wherever it runs
+    monkeypatch.setattr(sglang_backend, "local_target", no_gpu)
+    with pytest.raises(
+        UnsupportedByTileLangBackend, match="the tilelang backend cannot run here: no GPU"
+    ):
         TileLangAttnBackend(fake_runner())
 
 
@@ -104,14 +124,22 @@ class Refusal:
 
 
 MODEL_REFUSALS = [
-    Refusal("head-dim-32", {"head_dim": 32}, "model: head_dim 32 unsupported: no TileLang tile config (supported: 64, 128)"),
+    Refusal(
+        "head-dim-32",
+        {"head_dim": 32},
+        "model: head_dim 32 unsupported: no TileLang tile config (supported: 64, 128)",
+    ),
     Refusal("head-dim-256", {"head_dim": 256}, "head_dim 256 unsupported: no TileLang tile config"),
     Refusal("mla-flag", {"use_mla": True}, "MLA"),
-    Refusal("qk-ne-v-head-dim", {"head_dim": 128, "v_head_dim": 64}, "qk_head_dim 128 != v_head_dim 64"),
+    Refusal(
+        "qk-ne-v-head-dim", {"head_dim": 128, "v_head_dim": 64}, "qk_head_dim 128 != v_head_dim 64"
+    ),
     Refusal("gqa-8-3", {"kv_heads": 3}, "GQA ratio 8:3 does not divide"),
     Refusal("sliding-window", {"sliding_window": 4096}, "sliding-window attention (window 4096)"),
     Refusal("hybrid-swa", {"hybrid_swa": True}, "hybrid sliding-window"),
-    Refusal("encoder-decoder", {"encoder_decoder": True}, "encoder-decoder model (cross attention)"),
+    Refusal(
+        "encoder-decoder", {"encoder_decoder": True}, "encoder-decoder model (cross attention)"
+    ),
 ]
 
 
@@ -123,11 +151,18 @@ def test_unsupported_model_is_refused_at_construction(case):
 
 LAYER_REFUSALS = [
     Refusal("cross-attention-layer", {"is_cross_attention": True}, "layer 0: cross attention"),
-    Refusal("encoder-only-layer", {"attn_type": SimpleNamespace(name="ENCODER_ONLY")},
-            "layer 0: attention type ENCODER_ONLY"),
+    Refusal(
+        "encoder-only-layer",
+        {"attn_type": SimpleNamespace(name="ENCODER_ONLY")},
+        "layer 0: attention type ENCODER_ONLY",
+    ),
     Refusal("sliding-window-layer", {"sliding_window_size": 1024}, "layer 0: sliding window 1024"),
     Refusal("logit-cap-layer", {"logit_cap": 30.0}, "layer 0: logit soft-capping (30.0)"),
-    Refusal("head-dim-96-layer", {"qk_head_dim": 96, "v_head_dim": 96}, "layer 0: head_dim 96 unsupported: no TileLang"),
+    Refusal(
+        "head-dim-96-layer",
+        {"qk_head_dim": 96, "v_head_dim": 96},
+        "layer 0: head_dim 96 unsupported: no TileLang",
+    ),
 ]
 
 
@@ -151,7 +186,6 @@ def test_speculative_and_other_forward_modes_are_refused(mode):
         backend.forward_extend(torch.randn(72, 8 * 64), None, None, fake_layer(0), fb)
 
 
-
 # -- what SGLang really hands the backend: views of one fused qkv, RoPE applied in place ----------
 
 
@@ -171,8 +205,12 @@ def _reference_launch(calls: list):
         calls.append(factory.__name__)
         if factory.__name__ != "paged_extend":
             raise AssertionError(f"only the extend kernel is expected here, got {factory.__name__}")
-        q, k_pool, v_pool, r2t, req, lens, new, _starts, out = (_as_kernel_reads(t) for t in tensors)
-        want = ref_paged_extend(q, k_pool, v_pool, r2t, req, lens, new, scale=options["softmax_scale"])
+        q, k_pool, v_pool, r2t, req, lens, new, _starts, out = (
+            _as_kernel_reads(t) for t in tensors
+        )
+        want = ref_paged_extend(
+            q, k_pool, v_pool, r2t, req, lens, new, scale=options["softmax_scale"]
+        )
         out.copy_(want.to(out.dtype))
 
     return launch
@@ -191,10 +229,10 @@ def _rope_in_place(x: torch.Tensor, positions: torch.Tensor) -> None:
 
 
 def test_kernel_ops_take_q_k_v_split_from_a_fused_qkv(monkeypatch):
-    """Symptom: on CUDA the first extend failed with "q must be contiguous": SGLang splits q, k and v
-    from one qkv projection and applies RoPE in place, so q reaches the backend as a strided view.
-    Fix: the paged entry points copy q to the kernels' dense layout (one copy); k and v go through
-    the pool's own set_kv_buffer."""
+    """Symptom: on CUDA the first extend failed with "q must be contiguous": SGLang splits q, k
+    and v from one qkv projection and applies RoPE in place, so q reaches the backend as a
+    strided view. Fix: the paged entry points copy q to the kernels' dense layout (one copy); k
+    and v go through the pool's own set_kv_buffer."""
     from tilegate.serving import paged
 
     calls: list = []
@@ -207,8 +245,11 @@ def test_kernel_ops_take_q_k_v_split_from_a_fused_qkv(monkeypatch):
     b = EXTEND_BATCHES[1]
     fb = forward_batch(runner, b)
     tokens = fb.out_cache_loc.shape[0]
-    qkv = torch.randn(tokens, (8 + 2 + 2) * 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
-    q, k, v = qkv.split([8 * 64, 2 * 64, 2 * 64], dim=-1)  # as LlamaAttention.forward_prepare_native
+    qkv = torch.randn(tokens, (8 + 2 + 2) * 64, generator=torch.Generator().manual_seed(3)).to(
+        torch.bfloat16
+    )
+    # as LlamaAttention.forward_prepare_native
+    q, k, v = qkv.split([8 * 64, 2 * 64, 2 * 64], dim=-1)
     positions = torch.cat([torch.arange(s - n, s) for s, n in zip(b.seq_lens, b.extend_lens)])
     _rope_in_place(q.view(tokens, 8, 64), positions)
     _rope_in_place(k.view(tokens, 2, 64), positions)
@@ -220,7 +261,15 @@ def test_kernel_ops_take_q_k_v_split_from_a_fused_qkv(monkeypatch):
     backend.init_forward_metadata(fb)
     out = backend.forward_extend(q, k, v, layer, fb)
     assert calls == ["paged_extend"]
-    want = ref_paged_extend(q.reshape(tokens, 8, 64).contiguous(), k_pool, v_pool, runner.req_to_token_pool.req_to_token,
-                            fb.req_pool_indices, fb.seq_lens, fb.extend_seq_lens, scale=layer.scaling)
+    want = ref_paged_extend(
+        q.reshape(tokens, 8, 64).contiguous(),
+        k_pool,
+        v_pool,
+        runner.req_to_token_pool.req_to_token,
+        fb.req_pool_indices,
+        fb.seq_lens,
+        fb.extend_seq_lens,
+        scale=layer.scaling,
+    )
     assert torch.equal(pool.k[1], k_pool) and torch.equal(pool.v[1], v_pool)
     assert out.dtype == torch.bfloat16 and torch.equal(out.view_as(want), want.to(torch.bfloat16))

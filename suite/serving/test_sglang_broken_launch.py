@@ -1,5 +1,6 @@
-"""The SGLang child's launcher for engines that must refuse their model (tilegate.harness.sglang.broken):
-detached starts whose exit code, log and pid come back through files, and that the child can end."""
+"""The SGLang child's launcher for engines that must refuse their model
+(tilegate.harness.sglang.broken): detached starts whose exit code, log and pid come back through
+files, and that the child can end."""
 
 import signal
 import subprocess
@@ -9,7 +10,8 @@ from tilegate.harness.sglang import broken
 
 
 def test_a_start_that_fails_reports_its_exit_code_and_log(tmp_path):
-    # no such model in tilegate.fixtures.tiny_llama: the start fails before any engine, on any machine
+    # no such model in tilegate.fixtures.tiny_llama: the start fails before any engine, on any
+    # machine
     started = broken.start("missing", "NO_SUCH_TINY_LLAMA", tmp_path)
     result = broken.collect(started, timeout=120)
     assert result["returncode"] == 1 and not result["started"], result

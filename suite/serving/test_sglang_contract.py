@@ -31,9 +31,21 @@ print(json.dumps({"ours": sorted(ours), "undeclared": sorted(ours - theirs)}))
 
 
 def test_every_backend_hook_is_declared_by_sglang(tmp_path):
-    out = subprocess.run([str(proto.venv_python()), "-c", PROBE], capture_output=True, text=True, timeout=300,
-                         env=proto.child_env(tmp_path, cpu=True))
+    out = subprocess.run(
+        [str(proto.venv_python()), "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=proto.child_env(tmp_path, cpu=True),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert {"init_forward_metadata", "init_forward_metadata_out_graph", "forward_extend", "forward_decode"} <= set(found["ours"])
-    assert not found["undeclared"], f"hooks SGLang's AttentionBackend does not declare (never called): {found['undeclared']}"
+    assert {
+        "init_forward_metadata",
+        "init_forward_metadata_out_graph",
+        "forward_extend",
+        "forward_decode",
+    } <= set(found["ours"])
+    assert not found["undeclared"], (
+        f"hooks SGLang's AttentionBackend does not declare (never called): {found['undeclared']}"
+    )

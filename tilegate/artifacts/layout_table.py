@@ -9,9 +9,14 @@ from pathlib import Path
 
 from tilegate.paths import REPO_ROOT
 
-# the card's folders are linked into tilegate/ (tilegate/__init__.py says why): listed at their source
-FOLDERS = (("kernels", "tilegate.kernels"), ("references", "tilegate.references"),
-           ("fixtures", "tilegate.fixtures"), ("tilegate", "tilegate"))
+# the card's folders are linked into tilegate/ (tilegate/__init__.py says why): listed at their
+# source
+FOLDERS = (
+    ("kernels", "tilegate.kernels"),
+    ("references", "tilegate.references"),
+    ("fixtures", "tilegate.fixtures"),
+    ("tilegate", "tilegate"),
+)
 
 
 def first_sentence(path: Path) -> str:

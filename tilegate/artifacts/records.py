@@ -1,6 +1,7 @@
 """The records a run leaves in its artifacts folder, typed: one JSON file per check (ISA, numerics,
-memory, drift, agreement) and the JUnit XML of each pytest command. tilegate/artifacts/render.py renders
-them (the JSON files, the terminal summary, the step summary); tilegate/artifacts/writer.py writes them.
+memory, drift, agreement) and the JUnit XML of each pytest command. tilegate/artifacts/render.py
+renders them (the JSON files, the terminal summary, the step summary); tilegate/artifacts/writer.py
+writes them.
 
 Standard library only, and nothing else of tilegate at run time: scripts/step_summary.py reads
 these in an ``if: always()`` step, where the gate's environment may never have been set up.
@@ -22,11 +23,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 if TYPE_CHECKING:
     from tilegate.gfx942.isa import IsaReading
 
-ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = "isa", "numerics", "memory", "drift", "agreement"
-PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"  # the opt-in tiers' tables and logs
+ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = (
+    "isa",
+    "numerics",
+    "memory",
+    "drift",
+    "agreement",
+)
+# the opt-in tiers' tables and logs
+PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"
 STRESS_DIR = "stress"
 FOREIGN_DIR = "foreign"  # kernels the gate did not write: provenance and known findings
-JUNIT_DIR = "junit"  # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
+# each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
+JUNIT_DIR = "junit"
 # a developer's runs (tilegate/testing/run_records.py): artifacts/runs/<time>-<pid>/, and the link
 # artifacts/latest to the newest
 RUNS, LATEST = "runs", "latest"
@@ -67,8 +76,8 @@ RECORD_CAP = 64 * 2**20
 
 
 def plain_files(folder: Path, pattern: str) -> list[Path]:
-    """The entries ``folder/pattern`` that are not folders, sorted, if ``folder`` is a folder and not
-    a link to one. A link or device among them is listed: read_plain refuses it, by name."""
+    """The entries ``folder/pattern`` that are not folders, sorted, if ``folder`` is a folder and
+    not a link to one. A link or device among them is listed: read_plain refuses it, by name."""
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return []
@@ -115,8 +124,9 @@ def load(artifacts: Path, kind: type[R]) -> list[R]:
 
 @dataclass(frozen=True)
 class IsaRecord(Record):
-    """One gfx942 code object: tilegate.gfx942.isa.IsaReading.metrics() and the compiler that built it.
-    Its JSON is the golden snapshot's format (suite/golden/, tilegate/gfx942/golden.py)."""
+    """One gfx942 code object: tilegate.gfx942.isa.IsaReading.metrics() and the compiler that
+    built it. Its JSON is the golden snapshot's format (suite/golden/,
+    tilegate/gfx942/golden.py)."""
 
     folder: ClassVar[str] = ISA_DIR
     compiler: str
@@ -137,7 +147,8 @@ class IsaRecord(Record):
     global_loads: dict[str, int]
     scratch: int
     inner_loop_cycles: float | None = None  # llvm-mca, per iteration
-    # the inner loop's latency proxies (tilegate/gfx942/latency.py); None in a record from before them
+    # the inner loop's latency proxies (tilegate/gfx942/latency.py); None in a record from before
+    # them
     inner_loop_loads: int | None = None
     loads_not_overlapped: int | None = None
     barriers_per_iteration: int | None = None
@@ -145,12 +156,14 @@ class IsaRecord(Record):
 
     @classmethod
     def from_report(cls, name: str, report: IsaReading) -> IsaRecord:
-        return cls(name=name, compiler=report.compiler, **report.metrics())  # a metric with no field is a TypeError
+        # a metric with no field is a TypeError
+        return cls(name=name, compiler=report.compiler, **report.metrics())
 
 
 @dataclass(frozen=True)
 class NumericsRecord(Record):
-    """One numerics check: error ratios to plain torch in the same dtype (<= 1 passes), and the errors."""
+    """One numerics check: error ratios to plain torch in the same dtype (<= 1 passes), and the
+    errors."""
 
     folder: ClassVar[str] = NUMERICS_DIR
     dtype: str
@@ -185,7 +198,8 @@ class StressRecord(Record):
 
     @property
     def verdict(self) -> str:
-        """Of this pass. A planted race's test needs one of its passes (or the first launch) to catch it."""
+        """Of this pass. A planted race's test needs one of its passes (or the first launch) to
+        catch it."""
         caught = self.differing > 0 or not self.first_within_bound
         if PLANTED in self.name:
             return f"planted race: {'caught' if caught else 'not seen'} in this pass"
@@ -248,16 +262,18 @@ def _reason(element: ET.Element) -> str:
         if ln:
             lines.append(ln)
     joined = " ".join(lines) or element.tag
-    return joined if len(joined) <= REASON_CHARS else joined[:REASON_CHARS - 3] + "..."
+    return joined if len(joined) <= REASON_CHARS else joined[: REASON_CHARS - 3] + "..."
 
 
 def read_junit(path: Path) -> list[Outcome]:
     out = []
     for tc in ET.fromstring(read_plain(path)).iter("testcase"):
-        name = re.sub(r"@[\w.\-]+$", "", tc.get("name", ""))  # xdist's --dist loadgroup adds "@<group>"
+        # xdist's --dist loadgroup adds "@<group>"
+        name = re.sub(r"@[\w.\-]+$", "", tc.get("name", ""))
         test = f"{tc.get('classname', '')}::{name}".lstrip(":")
         raw = tc.get("line")
-        file, line = tc.get("file"), (int(raw) + 1 if raw and raw.isdigit() else None)  # 0-based in the XML
+        # 0-based in the XML
+        file, line = tc.get("file"), (int(raw) + 1 if raw and raw.isdigit() else None)
         marks = {child.tag: child for child in tc if child.tag in ("failure", "error", "skipped")}
         if "failure" in marks:
             out.append(Outcome(test, FAILED, _reason(marks["failure"]), file, line))
@@ -296,11 +312,21 @@ class ForeignRecord(Record):
     @classmethod
     def of(cls, kernel) -> ForeignRecord:  # a tilegate.foreign.ForeignKernel
         def scope(f) -> dict[str, Any]:
-            found = {k: sorted(v) for k in ("problems", "configs", "cases") if (v := getattr(f, k)) is not None}
+            found = {
+                k: sorted(v)
+                for k in ("problems", "configs", "cases")
+                if (v := getattr(f, k)) is not None
+            }
             return found | {k: [v] for k in ("tilelang", "gpu") if (v := getattr(f, k)) is not None}
 
-        return cls(kernel.name, source=kernel.provenance.label, sha256=kernel.provenance.sha256(),
-                   findings=[{"rules": sorted(f.rules), "reason": f.reason, **scope(f)} for f in kernel.findings])
+        return cls(
+            kernel.name,
+            source=kernel.provenance.label,
+            sha256=kernel.provenance.sha256(),
+            findings=[
+                {"rules": sorted(f.rules), "reason": f.reason, **scope(f)} for f in kernel.findings
+            ],
+        )
 
 
 def latest_run(root: Path) -> Path | None:

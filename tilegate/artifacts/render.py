@@ -1,7 +1,8 @@
-"""A run's records (tilegate/artifacts/records.py), rendered: each form in one place. The JSON a record is
-stored as; the terminal summary (tilegate/testing/pytest_plugin.py's pytest_terminal_summary); the GitHub
-step summary's markdown (scripts/step_summary.py), verdict first. The terminal and the step summary
-read the same files back and show the same cells (isa_cells, numerics_by_dtype, mib).
+"""A run's records (tilegate/artifacts/records.py), rendered: each form in one place. The JSON a
+record is stored as; the terminal summary (tilegate/testing/pytest_plugin.py's
+pytest_terminal_summary); the GitHub step summary's markdown (scripts/step_summary.py), verdict
+first. The terminal and the step summary read the same files back and show the same cells
+(isa_cells, numerics_by_dtype, mib).
 
 Standard library only, like records.py: the step summary imports it without the gate installed.
 """
@@ -37,14 +38,28 @@ from tilegate.artifacts.records import (
 
 
 def to_json(record: Record) -> str:
-    """The record's file: every field but its name (the file's), keys sorted (the golden snapshots' format)."""
+    """The record's file: every field but its name (the file's), keys sorted (the golden
+    snapshots' format)."""
     return json.dumps(record.data(), indent=1, sort_keys=True, default=str) + "\n"
 
 
 # --- the cells both summaries show ----------------------------------------------------------
 
-ISA_COLUMNS = ["config", "VGPR", "AGPR", "LDS B", "WG/CU", "waves/SIMD", "limit", "MFMA", "ds_read_u16", "loop cycles",
-               "loads not overlapped", "barriers/iter", "reduction LDS trips"]
+ISA_COLUMNS = [
+    "config",
+    "VGPR",
+    "AGPR",
+    "LDS B",
+    "WG/CU",
+    "waves/SIMD",
+    "limit",
+    "MFMA",
+    "ds_read_u16",
+    "loop cycles",
+    "loads not overlapped",
+    "barriers/iter",
+    "reduction LDS trips",
+]
 
 
 def _or_dash(value) -> str:
@@ -52,17 +67,27 @@ def _or_dash(value) -> str:
 
 
 def _of(part, whole) -> str:
-    """"2/8"; "-" for a record from before the figures existed."""
+    """ "2/8"; "-" for a record from before the figures existed."""
     return "-" if part is None or whole is None else f"{part}/{whole}"
 
 
 def isa_cells(r: IsaRecord) -> list[str]:
     occ = r.occupancy
-    return [r.name, str(r.vgpr_count), str(r.agpr_count), str(r.lds_bytes), str(occ["workgroups_per_cu"]),
-            f"{occ['waves_per_simd']:.2f}", str(occ["limited_by"]), str(sum(r.mfma.values())),
-            str(r.lds_reads.get("ds_read_u16", 0)), str(r.inner_loop_cycles),
-            _of(r.loads_not_overlapped, r.inner_loop_loads), _or_dash(r.barriers_per_iteration),
-            _or_dash(r.reduction_lds_round_trips)]
+    return [
+        r.name,
+        str(r.vgpr_count),
+        str(r.agpr_count),
+        str(r.lds_bytes),
+        str(occ["workgroups_per_cu"]),
+        f"{occ['waves_per_simd']:.2f}",
+        str(occ["limited_by"]),
+        str(sum(r.mfma.values())),
+        str(r.lds_reads.get("ds_read_u16", 0)),
+        str(r.inner_loop_cycles),
+        _of(r.loads_not_overlapped, r.inner_loop_loads),
+        _or_dash(r.barriers_per_iteration),
+        _or_dash(r.reduction_lds_round_trips),
+    ]
 
 
 @dataclass(frozen=True)
@@ -80,8 +105,15 @@ def numerics_by_dtype(records: list[NumericsRecord]) -> list[NumericsSummary]:
     out = []
     for dtype in sorted({r.dtype for r in records}):
         group = [r for r in records if r.dtype == dtype]
-        out.append(NumericsSummary(dtype, len(group), sum(bool(r.passed) for r in group),
-                                   max(group, key=lambda r: r.max_ratio), max(group, key=lambda r: r.mean_ratio)))
+        out.append(
+            NumericsSummary(
+                dtype,
+                len(group),
+                sum(bool(r.passed) for r in group),
+                max(group, key=lambda r: r.max_ratio),
+                max(group, key=lambda r: r.mean_ratio),
+            )
+        )
     return out
 
 
@@ -94,11 +126,14 @@ DRIFT_TITLE = "mean error relative to |ref|; 'x base' = ratio to plain torch in 
 
 # --- the terminal summary -------------------------------------------------------------------
 
+
 def terminal_sections(artifacts: Path) -> list[tuple[str, list[str]]]:
     """(title, lines) per section; a section with no lines is not shown."""
-    return [("gfx942 ISA summary", isa_lines(load(artifacts, IsaRecord))),
-            ("numerics, memory and drift summary", runtime_lines(artifacts)),
-            ("token agreement summary", indented_tables(load(artifacts, AgreementRecord)))]
+    return [
+        ("gfx942 ISA summary", isa_lines(load(artifacts, IsaRecord))),
+        ("numerics, memory and drift summary", runtime_lines(artifacts)),
+        ("token agreement summary", indented_tables(load(artifacts, AgreementRecord))),
+    ]
 
 
 def isa_lines(records: list[IsaRecord]) -> list[str]:
@@ -110,14 +145,23 @@ def isa_lines(records: list[IsaRecord]) -> list[str]:
 
 
 def runtime_lines(artifacts: Path) -> list[str]:
-    lines = [f"numerics {s.dtype}: {s.checks} checks, {s.within_bound} within bound; "
-             f"worst max-error ratio {s.worst_max.max_ratio:.3f} ({s.worst_max.name}), "
-             f"worst mean-error ratio {s.worst_mean.mean_ratio:.3f} ({s.worst_mean.name})  [<= 1 passes]"
-             for s in numerics_by_dtype(load(artifacts, NumericsRecord))]
-    lines += [f"memory {m.name}: inputs+output {mib(m.io_bytes, 0)} MiB, "
-              f"allocated during the call {mib(m.extra_bytes_during_call, 2)} MiB" for m in load(artifacts, MemoryRecord)]
+    lines = [
+        f"numerics {s.dtype}: {s.checks} checks, {s.within_bound} within bound; "
+        f"worst max-error ratio {s.worst_max.max_ratio:.3f} ({s.worst_max.name}), "
+        f"worst mean-error ratio {s.worst_mean.mean_ratio:.3f} ({s.worst_mean.name})  [<= 1 passes]"
+        for s in numerics_by_dtype(load(artifacts, NumericsRecord))
+    ]
+    lines += [
+        f"memory {m.name}: inputs+output {mib(m.io_bytes, 0)} MiB, "
+        f"allocated during the call {mib(m.extra_bytes_during_call, 2)} MiB"
+        for m in load(artifacts, MemoryRecord)
+    ]
     for d in load(artifacts, DriftRecord):
-        lines += [f"drift {d.name} ({DRIFT_TITLE}):", *("  " + line for line in d.table), f"  plot: {d.plot(artifacts)}"]
+        lines += [
+            f"drift {d.name} ({DRIFT_TITLE}):",
+            *("  " + line for line in d.table),
+            f"  plot: {d.plot(artifacts)}",
+        ]
     return lines
 
 
@@ -131,9 +175,12 @@ def indented_tables(records: list[AgreementRecord]) -> list[str]:
 # GitHub renders: each string goes through text() or code(), so it shows as itself and can never
 # start a line, a table row, a heading, a link or HTML of its own.
 
+
 def _visible(value: object) -> str:
     """Line breaks and other control characters as escapes (\\u000a): one line, always."""
-    return "".join(ch if ch.isprintable() or ch == " " else f"\\u{ord(ch):04x}" for ch in str(value))
+    return "".join(
+        ch if ch.isprintable() or ch == " " else f"\\u{ord(ch):04x}" for ch in str(value)
+    )
 
 
 # what starts something inline (emphasis, code, a link or image, HTML, an entity, strikethrough, a
@@ -173,44 +220,92 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 def code_block(lines: list[str]) -> list[str]:
     """Lines shown as written, in a fence no line inside can close."""
     shown = [_visible(ln) for ln in lines]
-    fence = "`" * max(3, max((len(run) for ln in shown for run in re.findall("`+", ln)), default=0) + 1)
+    fence = "`" * max(
+        3, max((len(run) for ln in shown for run in re.findall("`+", ln)), default=0) + 1
+    )
     return [f"{fence}text", *shown, fence]
 
 
 def run_link() -> str:
     env = os.environ
     if all(k in env for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")):
-        url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}#artifacts"
+        repository = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}"
+        url = f"{repository}/actions/runs/{env['GITHUB_RUN_ID']}#artifacts"
         return f" in [this run's artifacts]({url})"
     return ""
 
 
 def isa_section(root: Path) -> list[str]:
     rows = [[Code(name), *rest] for name, *rest in map(isa_cells, load(root, IsaRecord))]
-    return [f"### gfx942 ISA ({len(rows)} code objects)", "", *table(ISA_COLUMNS, rows)] if rows else []
+    return (
+        [f"### gfx942 ISA ({len(rows)} code objects)", "", *table(ISA_COLUMNS, rows)]
+        if rows
+        else []
+    )
 
 
 def numerics_section(root: Path) -> list[str]:
-    rows = [[s.dtype, s.checks, s.within_bound, s.worst_max.max_ratio, Code(s.worst_max.name), s.worst_mean.mean_ratio,
-             Code(s.worst_mean.name)] for s in numerics_by_dtype(load(root, NumericsRecord))]
+    rows = [
+        [
+            s.dtype,
+            s.checks,
+            s.within_bound,
+            s.worst_max.max_ratio,
+            Code(s.worst_max.name),
+            s.worst_mean.mean_ratio,
+            Code(s.worst_mean.name),
+        ]
+        for s in numerics_by_dtype(load(root, NumericsRecord))
+    ]
     if not rows:
         return []
-    header = ["dtype", "checks", "within bound", "worst max-error ratio", "at", "worst mean-error ratio", "at"]
+    header = [
+        "dtype",
+        "checks",
+        "within bound",
+        "worst max-error ratio",
+        "at",
+        "worst mean-error ratio",
+        "at",
+    ]
     lines = table(header, [[*r[:3], f"{r[3]:.3f}", r[4], f"{r[5]:.3f}", r[6]] for r in rows])
     return ["### Numerics (error ratio to plain torch in the same dtype; <= 1 passes)", "", *lines]
 
 
 def stress_section(root: Path) -> list[str]:
     """Each stress pass: repeats differing from the first launch (``planted`` runs must differ)."""
-    rows = [[Code(r.name), r.verdict, r.competitor or "alone", r.repeats, r.differing, f"{r.fraction:.3f}",
-             r.most_elements_differing, f"{r.seconds:.1f}"] for r in load(root, StressRecord)]
+    rows = [
+        [
+            Code(r.name),
+            r.verdict,
+            r.competitor or "alone",
+            r.repeats,
+            r.differing,
+            f"{r.fraction:.3f}",
+            r.most_elements_differing,
+            f"{r.seconds:.1f}",
+        ]
+        for r in load(root, StressRecord)
+    ]
     if not rows:
         return []
-    header = ["run", "verdict", "sharing the GPU", "repeats", "differing", "fraction", "most elements differing",
-              "seconds"]
-    return ["### Stress (every repeat bit for bit against the first launch; a `planted-*` test needs a pass "
-            "that catches it)", "",
-            *table(header, rows)]
+    header = [
+        "run",
+        "verdict",
+        "sharing the GPU",
+        "repeats",
+        "differing",
+        "fraction",
+        "most elements differing",
+        "seconds",
+    ]
+    return [
+        "### Stress (every repeat bit for bit against the first launch; a `planted-*` test needs a "
+        "pass "
+        "that catches it)",
+        "",
+        *table(header, rows),
+    ]
 
 
 def foreign_section(root: Path) -> list[str]:
@@ -218,19 +313,45 @@ def foreign_section(root: Path) -> list[str]:
     (docs/foreign-kernels.md has them as reports, with the commands that reproduce them)."""
     out = []
     for r in load(root, ForeignRecord):
-        out += [f"### Foreign kernel {code(r.name)}", "", f"{text(r.source)}, source sha256 {code(str(r.sha256)[:16])}", ""]
-        rows = [[", ".join(f["rules"]), f["reason"], "; ".join(f"{k}: {', '.join(v)}" for k, v in f.items()
-                                                            if k in ("problems", "configs", "cases", "tilelang", "gpu")) or "every build"]
-                for f in r.findings]
-        out += [*table(["rules broken", "finding", "where"], rows), ""] if rows else ["No finding.", ""]
+        out += [
+            f"### Foreign kernel {code(r.name)}",
+            "",
+            f"{text(r.source)}, source sha256 {code(str(r.sha256)[:16])}",
+            "",
+        ]
+        rows = [
+            [
+                ", ".join(f["rules"]),
+                f["reason"],
+                "; ".join(
+                    f"{k}: {', '.join(v)}"
+                    for k, v in f.items()
+                    if k in ("problems", "configs", "cases", "tilelang", "gpu")
+                )
+                or "every build",
+            ]
+            for f in r.findings
+        ]
+        out += (
+            [*table(["rules broken", "finding", "where"], rows), ""]
+            if rows
+            else ["No finding.", ""]
+        )
     if out:  # in the environment that has the kernels' package (SGLang's: .venv-sglang)
-        out += ["Reproduce: `python -m pytest suite/foreign/test_foreign_kernels.py -m \"compile or isa\" -rxX` (gfx942), "
-                "`-m \"gpu and numerics\"` on a GPU; reports and figures: docs/foreign-kernels.md", ""]
+        out += [
+            'Reproduce: `python -m pytest suite/foreign/test_foreign_kernels.py -m "compile or '
+            'isa" -rxX` (gfx942), '
+            '`-m "gpu and numerics"` on a GPU; reports and figures: docs/foreign-kernels.md',
+            "",
+        ]
     return out
 
 
 def memory_section(root: Path) -> list[str]:
-    rows = [[Code(m.name), mib(m.io_bytes, 0), mib(m.extra_bytes_during_call, 2)] for m in load(root, MemoryRecord)]
+    rows = [
+        [Code(m.name), mib(m.io_bytes, 0), mib(m.extra_bytes_during_call, 2)]
+        for m in load(root, MemoryRecord)
+    ]
     header = ["case", "inputs+output MiB", "allocated during the call MiB"]
     return ["### Memory", "", *table(header, rows)] if rows else []
 
@@ -242,8 +363,11 @@ def planted_lines(lines: list[str]) -> tuple[str, list[str]]:
     return label, [ln.replace("FAIL: ", "caught: ") for ln in lines]
 
 
-def text_tables(records: list[DriftRecord] | list[AgreementRecord], title: str, root: Path, shown: str = "") -> list[str]:
-    """Records that carry their terminal table (drift, agreement), as written; a plot beside one is linked."""
+def text_tables(
+    records: list[DriftRecord] | list[AgreementRecord], title: str, root: Path, shown: str = ""
+) -> list[str]:
+    """Records that carry their terminal table (drift, agreement), as written; a plot beside one
+    is linked."""
     lines = []
     for r in records:
         rows, heading = r.table, f"#### {code(r.name)}"
@@ -270,17 +394,29 @@ def verdict_lines(outcomes: list[Outcome], files: int) -> list[str]:
     counts = ", ".join(f"{kinds[k]} {k}" for k in (FAILED, ERROR, PASSED, SKIPPED) if kinds[k])
     v = verdict(outcomes, files)
     if not files:
-        return [f"**Verdict: {v}**: no JUnit XML under `{JUNIT_DIR}/` (pytest did not finish, or never started:"
-                " see the job log)", ""]
+        return [
+            f"**Verdict: {v}**: no JUnit XML under `{JUNIT_DIR}/` (pytest did not finish, or never "
+            "started:"
+            " see the job log)",
+            "",
+        ]
     lines = [f"**Verdict: {v}** ({counts}; {files} pytest command{'s' if files != 1 else ''})", ""]
     bad = [o for o in outcomes if o.kind in (FAILED, ERROR)]
     if bad:
         lines += ["| failing test | reason |", "|---|---|"]
-        lines += [f"| {code(o.test)} | {text(('error: ' if o.kind == ERROR else '') + o.reason)} |" for o in bad]
+        lines += [
+            f"| {code(o.test)} | {text(('error: ' if o.kind == ERROR else '') + o.reason)} |"
+            for o in bad
+        ]
         lines.append("")
     skips = Counter(o.reason for o in outcomes if o.kind == SKIPPED)
     if skips:
-        lines += ["<details><summary>skipped, by reason</summary>", "", "| tests | reason |", "|---|---|"]
+        lines += [
+            "<details><summary>skipped, by reason</summary>",
+            "",
+            "| tests | reason |",
+            "|---|---|",
+        ]
         lines += [f"| {n} | {text(reason)} |" for reason, n in skips.most_common()]
         lines += ["", "</details>", ""]
     return lines
@@ -293,8 +429,8 @@ def _escape(text: str, prop: bool = False) -> str:
 
 
 def error_annotations(outcomes: list[Outcome]) -> list[str]:
-    """One ``::error`` workflow command per failing test, at its file and line where the XML has them:
-    printed to a step's output, it marks the test's line in the pull request's files."""
+    """One ``::error`` workflow command per failing test, at its file and line where the XML has
+    them: printed to a step's output, it marks the test's line in the pull request's files."""
     out = []
     for o in outcomes:
         if o.kind not in (FAILED, ERROR):

@@ -1,7 +1,7 @@
 """What the tiers write to the artifacts folder: per gfx942 build its code object, listing and
-IsaRecord; per check its numerics, memory, drift or agreement record (tilegate/artifacts/records.py, as
-tilegate/artifacts/render.py renders them); and the clearing of an earlier run's records.
-"""
+IsaRecord; per check its numerics, memory, drift or agreement record
+(tilegate/artifacts/records.py, as tilegate/artifacts/render.py renders them); and the clearing
+of an earlier run's records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tilegate.artifacts.records import (  # the folders' names too: the tiers that write files of their own import them here
+# the folders' names too: the tiers that write files of their own import them here
+from tilegate.artifacts.records import (
     AGREEMENT_DIR,
     COUNTERS_DIR,
     DRIFT_DIR,
@@ -53,18 +54,40 @@ def write_isa_artifacts(name: str, obj: CodeObject, report: IsaReading, artifact
 
 def clear_run_artifacts(artifacts: Path) -> None:
     """Records from an earlier run must not reach this run's summary. A gate run of several
-    pytest commands (tox -e rocm) clears once, at its first: the later ones pass --keep-artifacts."""
-    for folder in (ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR, PERF_DIR, SANITIZE_DIR, COUNTERS_DIR,
-                   STRESS_DIR, FOREIGN_DIR, JUNIT_DIR):
+    pytest commands (tox -e rocm) clears once, at its first: the later ones pass
+    --keep-artifacts."""
+    for folder in (
+        ISA_DIR,
+        NUMERICS_DIR,
+        MEMORY_DIR,
+        DRIFT_DIR,
+        AGREEMENT_DIR,
+        PERF_DIR,
+        SANITIZE_DIR,
+        COUNTERS_DIR,
+        STRESS_DIR,
+        FOREIGN_DIR,
+        JUNIT_DIR,
+    ):
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 
 def record_numerics(artifacts: Path, name: str, dtype: str, verdict) -> None:
     """``verdict``: a tilegate.references.metrics.Verdict."""
-    write(artifacts, NumericsRecord(
-        name, dtype=dtype, passed=verdict.passed, max_ratio=verdict.max_ratio, mean_ratio=verdict.mean_ratio,
-        max_err=verdict.kernel.max_abs, mean_err=verdict.kernel.mean_abs,
-        baseline_max_err=verdict.baseline.max_abs, baseline_mean_err=verdict.baseline.mean_abs))
+    write(
+        artifacts,
+        NumericsRecord(
+            name,
+            dtype=dtype,
+            passed=verdict.passed,
+            max_ratio=verdict.max_ratio,
+            mean_ratio=verdict.mean_ratio,
+            max_err=verdict.kernel.max_abs,
+            mean_err=verdict.kernel.mean_abs,
+            baseline_max_err=verdict.baseline.max_abs,
+            baseline_mean_err=verdict.baseline.mean_abs,
+        ),
+    )
 
 
 def record_memory(artifacts: Path, name: str, io_bytes: int, extra_bytes: int) -> None:
@@ -84,8 +107,15 @@ def write_drift(artifacts: Path, name: str, series: list) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for s in series:
-        ax.loglog(s.lengths, s.kernel_rel_err, "o-", label=f"{s.label} (slope {s.kernel_slope:.2f})")
-    ax.loglog(series[0].lengths, series[0].baseline_rel_err, "k--", label=f"plain torch, same dtype (slope {series[0].baseline_slope:.2f})")
+        ax.loglog(
+            s.lengths, s.kernel_rel_err, "o-", label=f"{s.label} (slope {s.kernel_slope:.2f})"
+        )
+    ax.loglog(
+        series[0].lengths,
+        series[0].baseline_rel_err,
+        "k--",
+        label=f"plain torch, same dtype (slope {series[0].baseline_slope:.2f})",
+    )
     ax.set_xlabel("sequence length")
     ax.set_ylabel("mean |out - ref| / mean |ref|")
     ax.set_title(f"drift vs FP32 reference: {name}")
@@ -96,8 +126,11 @@ def write_drift(artifacts: Path, name: str, series: list) -> None:
     plt.close(fig)
 
 
-def record_agreement(artifacts: Path, name: str, results: list, table: list[str] | None = None) -> None:
-    """``results``: Agreement records (or subclasses); ``table``: their lines, agreement.table_lines' by default."""
+def record_agreement(
+    artifacts: Path, name: str, results: list, table: list[str] | None = None
+) -> None:
+    """``results``: Agreement records (or subclasses); ``table``: their lines,
+    agreement.table_lines' by default."""
     from tilegate.references.agreement import table_lines
 
     lines = table if table is not None else table_lines(results)

@@ -13,5 +13,14 @@ from tilegate.foreign.spec import (
     params,
 )
 
-__all__ = ["Capabilities", "Config", "Finding", "ForeignKernel", "ForeignKernelError", "IsaExpectations", "Problem",
-           "Provenance", "params"]
+__all__ = [
+    "Capabilities",
+    "Config",
+    "Finding",
+    "ForeignKernel",
+    "ForeignKernelError",
+    "IsaExpectations",
+    "Problem",
+    "Provenance",
+    "params",
+]

@@ -37,12 +37,22 @@ class ForeignCase:
         return self.kernel.lds_estimate(self.problem, self.cfg)
 
     def cache_key(self) -> str:
-        """The case, the factory, the target globals, and the sha256 of the kernel's sources and of the
-        adapter that declares it."""
+        """The case, the factory, the target globals, and the sha256 of the kernel's sources and
+        of the adapter that declares it."""
         adapter = sys.modules[adapter_module(self.kernel)]
         digests = [self.kernel.provenance.sha256(), source_digest(Path(str(adapter.__file__)))]
         chosen = repr(sorted(self.kernel.target_globals.get(self.target, {}).items()))
-        return "\0".join((self.target, self.name, self.kernel.factory, chosen, repr(self.problem), repr(self.cfg), *digests))
+        return "\0".join(
+            (
+                self.target,
+                self.name,
+                self.kernel.factory,
+                chosen,
+                repr(self.problem),
+                repr(self.cfg),
+                *digests,
+            )
+        )
 
     def lowering_input(self):
         """(prim_func, pass_configs): the factory called as the module would for ``target``. A
@@ -63,17 +73,20 @@ class ForeignCase:
         return prim, passes
 
     def _check_operand_dtype(self, prim) -> None:
-        """An fp8 MFMA expectation names the flavour (gfx942: e4m3fnuz); gfx942's MFMA mnemonics do not,
-        so the program's buffers must."""
+        """An fp8 MFMA expectation names the flavour (gfx942: e4m3fnuz); gfx942's MFMA mnemonics
+        do not, so the program's buffers must."""
         want = self.kernel.isa.mfma_input
         dtypes = {str(b.dtype) for b in prim.buffer_map.values()}
         if want and want.startswith("float8") and want not in dtypes:
-            raise ForeignKernelError(f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
-                                     "(are the adapter's target globals applied?)")
+            raise ForeignKernelError(
+                f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
+                "(are the adapter's target globals applied?)"
+            )
 
 
 def adapter_module(kernel: ForeignKernel) -> str:
-    """The module that declared ``kernel``: where discovery found it, else its LDS estimate's module."""
+    """The module that declared ``kernel``: where discovery found it, else its LDS estimate's
+    module."""
     from tilegate.foreign.discover import origin_of
 
     try:
@@ -86,7 +99,9 @@ def adapter_module(kernel: ForeignKernel) -> str:
 def _module_globals(module, values: dict):
     missing = [name for name in values if not hasattr(module, name)]
     if missing:
-        raise ForeignKernelError(f"{module.__name__} has no {missing}: the adapter's target globals are stale")
+        raise ForeignKernelError(
+            f"{module.__name__} has no {missing}: the adapter's target globals are stale"
+        )
     saved = {name: getattr(module, name) for name in values}
     try:
         for name, value in values.items():
@@ -98,4 +113,8 @@ def _module_globals(module, values: dict):
 
 
 def cases(kernel: ForeignKernel, target: str) -> list[ForeignCase]:
-    return [ForeignCase.of(kernel, p, c, target) for p in kernel.problems for c in kernel.configs.get(target, ())]
+    return [
+        ForeignCase.of(kernel, p, c, target)
+        for p in kernel.problems
+        for c in kernel.configs.get(target, ())
+    ]

@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     (kernel,) = [k for k in load(origin, "the child's argument") if k.name == name]
     for case in child_cases(kernel, tuple(wanted)):
         print(protocol.progress_line(case.name), flush=True)
-        gpu.run(kernel, gpu.prepare(kernel, case))  # a launch that fails ends the child: no DONE, the test says so
+        # a launch that fails ends the child: no DONE, the test says so
+        gpu.run(kernel, gpu.prepare(kernel, case))
     print(protocol.DONE, flush=True)
     return 0
 

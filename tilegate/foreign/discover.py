@@ -15,32 +15,47 @@ from importlib.metadata import entry_points
 from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
 
 ENTRY_POINT_GROUP = "tilegate.kernels"
-_ORIGINS: dict[str, str] = {}  # kernel name -> the MODULE[:ATTR] that declared it (a child process loads it again)
+# kernel name -> the MODULE[:ATTR] that declared it (a child process loads it again)
+_ORIGINS: dict[str, str] = {}
 
 
 def load(name: str, origin: str) -> list[ForeignKernel]:
-    """The kernels ``name`` (``module`` or ``module:attribute``) declares; ``origin`` says where it was named."""
+    """The kernels ``name`` (``module`` or ``module:attribute``) declares; ``origin`` says where
+    it was named."""
     module_name, _, attribute = name.partition(":")
     try:
         found = getattr(importlib.import_module(module_name), attribute or "KERNELS")
     except (ImportError, AttributeError) as exc:
         raise ForeignKernelError(f"{origin} {name!r}: {type(exc).__name__}: {exc}") from exc
-    kernels = [found] if isinstance(found, ForeignKernel) else list(found) if isinstance(found, Iterable) else [found]
+    kernels = (
+        [found]
+        if isinstance(found, ForeignKernel)
+        else list(found)
+        if isinstance(found, Iterable)
+        else [found]
+    )
     wrong = [k for k in kernels if not isinstance(k, ForeignKernel)]
     if wrong:
-        raise ForeignKernelError(f"{origin} {name!r} holds {type(wrong[0]).__name__}, not tilegate.foreign.ForeignKernel")
+        raise ForeignKernelError(
+            f"{origin} {name!r} holds {type(wrong[0]).__name__}, not tilegate.foreign.ForeignKernel"
+        )
     return kernels
 
 
 def discover(names: Iterable[str] = ()) -> list[ForeignKernel]:
     """Every kernel of the entry point group, then of ``names``; a kernel name may appear once."""
     kernels: dict[str, tuple[ForeignKernel, str]] = {}
-    sources = [(ep.value, f"entry point {ENTRY_POINT_GROUP}:{ep.name}") for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    sources = [
+        (ep.value, f"entry point {ENTRY_POINT_GROUP}:{ep.name}")
+        for ep in entry_points(group=ENTRY_POINT_GROUP)
+    ]
     for name, origin in [*sources, *((n, "--tilegate-kernels") for n in names)]:
         for kernel in load(name, origin):
             if kernel.name in kernels and kernels[kernel.name][0] is not kernel:
-                raise ForeignKernelError(f"kernel {kernel.name!r} is declared twice: by {kernels[kernel.name][1]} "
-                                         f"and by {origin} {name!r}")
+                raise ForeignKernelError(
+                    f"kernel {kernel.name!r} is declared twice: by {kernels[kernel.name][1]} "
+                    f"and by {origin} {name!r}"
+                )
             kernels[kernel.name] = (kernel, f"{origin} {name!r}")
             _ORIGINS[kernel.name] = name
     return [k for k, _ in kernels.values()]
@@ -49,5 +64,7 @@ def discover(names: Iterable[str] = ()) -> list[ForeignKernel]:
 def origin_of(kernel: ForeignKernel) -> str:
     """The MODULE[:ATTR] discovery loaded ``kernel`` from."""
     if kernel.name not in _ORIGINS:
-        raise ForeignKernelError(f"{kernel.name} was not found by discover(): no module to load it again from")
+        raise ForeignKernelError(
+            f"{kernel.name} was not found by discover(): no module to load it again from"
+        )
     return _ORIGINS[kernel.name]

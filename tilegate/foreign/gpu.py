@@ -24,8 +24,10 @@ def family_cases(kernel: ForeignKernel) -> list[family.Case]:
 def feature_missing(kernel: ForeignKernel, case: family.Case) -> str | None:
     feature = family.FEATURE_OF.get(case.kind)
     if feature and feature not in kernel.capabilities.features:
-        return (f"{kernel.name}: its capabilities leave out {feature!r} (features: "
-                f"{', '.join(kernel.capabilities.features) or 'none'})")
+        return (
+            f"{kernel.name}: its capabilities leave out {feature!r} (features: "
+            f"{', '.join(kernel.capabilities.features) or 'none'})"
+        )
     return None
 
 
@@ -50,13 +52,28 @@ def run(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
 
 def reference(p: Prepared) -> torch.Tensor:
     x, s = p.inputs, p.stored
-    return sparse_mla(s.q_seen, s.kv_seen, x.indices, x.sm_scale, x.d_v, topk_length=x.topk_length, sink=x.sink)
+    return sparse_mla(
+        s.q_seen, s.kv_seen, x.indices, x.sm_scale, x.d_v, topk_length=x.topk_length, sink=x.sink
+    )
 
 
 def baseline(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
     """Plain torch on the stored values, both products in bf16 (fp8 values are exact there), P
     rounded as the kernel's P operand must be: fp8 for an fp8 P@V (float8_e4m3 storage)."""
     x, s = p.inputs, p.stored
-    p_round = fp8_rounded_probabilities(fp8_dtype()) if kernel.kv_format == "float8_e4m3" else (lambda v: v)
-    return sparse_mla(s.q_seen, s.kv_seen, x.indices, x.sm_scale, x.d_v, topk_length=x.topk_length, sink=x.sink,
-                      operand=torch.bfloat16, p_round=p_round).to(torch.bfloat16)
+    p_round = (
+        fp8_rounded_probabilities(fp8_dtype())
+        if kernel.kv_format == "float8_e4m3"
+        else (lambda v: v)
+    )
+    return sparse_mla(
+        s.q_seen,
+        s.kv_seen,
+        x.indices,
+        x.sm_scale,
+        x.d_v,
+        topk_length=x.topk_length,
+        sink=x.sink,
+        operand=torch.bfloat16,
+        p_round=p_round,
+    ).to(torch.bfloat16)

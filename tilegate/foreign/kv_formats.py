@@ -2,7 +2,8 @@
 that storage represents (what the FP32 reference attends over).
 
   bfloat16     as made
-  float8_e4m3  Q and KV cast to the platform's e4m3 (fnuz under ROCm, as MI300X computes; fn on CUDA)
+  float8_e4m3  Q and KV cast to the platform's e4m3 (fnuz under ROCm, as MI300X computes; fn on
+  CUDA)
   v4-fp8       DeepSeek-V4's MODEL1_FP8Sparse paged cache (SGLang's KVLayout.V4): per token 448 e4m3
                latent values with one ue8m0 (power of two) scale per 64, then the 64 rope values as
                bf16; a block holds its tokens' 576 data bytes, then their 8 scale bytes (7 + 1 pad)
@@ -50,15 +51,21 @@ def v4_encode(kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     rows must be a multiple of the 64-token block."""
     rows = kv.shape[0]
     if rows % V4_BLOCK or kv.shape[1] != V4_NOPE + V4_ROPE:
-        raise ValueError(f"v4-fp8 takes [k * {V4_BLOCK}, {V4_NOPE + V4_ROPE}] rows, got {list(kv.shape)}")
+        raise ValueError(
+            f"v4-fp8 takes [k * {V4_BLOCK}, {V4_NOPE + V4_ROPE}] rows, got {list(kv.shape)}"
+        )
     nope = kv[:, :V4_NOPE].float().reshape(rows, V4_NOPE // V4_TILE, V4_TILE)
     amax = nope.abs().nan_to_num(nan=0.0).amax(dim=-1, keepdim=True).clamp(min=2.0**-100)
-    exponent = torch.ceil(torch.log2(amax / E4M3_MAX)).clamp(-127, 127)  # scale 2^e, stored as e + 127
+    # scale 2^e, stored as e + 127
+    exponent = torch.ceil(torch.log2(amax / E4M3_MAX)).clamp(-127, 127)
     codes = (nope / torch.exp2(exponent)).to(torch.float8_e4m3fn)
     rope = kv[:, V4_NOPE:].to(torch.bfloat16)
-    seen = torch.cat([(codes.float() * torch.exp2(exponent)).reshape(rows, V4_NOPE), rope.float()], dim=1)
-    data = torch.cat([codes.reshape(rows, V4_NOPE).view(torch.uint8),
-                      rope.contiguous().view(torch.uint8)], dim=1)
+    seen = torch.cat(
+        [(codes.float() * torch.exp2(exponent)).reshape(rows, V4_NOPE), rope.float()], dim=1
+    )
+    data = torch.cat(
+        [codes.reshape(rows, V4_NOPE).view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1
+    )
     scales = torch.zeros(rows, V4_SCALE_BYTES, dtype=torch.uint8, device=kv.device)
     scales[:, : V4_NOPE // V4_TILE] = (exponent.reshape(rows, -1) + 127).to(torch.uint8)
     blocks = rows // V4_BLOCK

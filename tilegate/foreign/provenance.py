@@ -23,11 +23,14 @@ class Provenance:
     package: str | None = None  # the distribution that must provide it
     version: str | None = None  # its exact version; None takes any
     path: str | None = None  # instead of a package: the kernel's file
-    also: tuple[str, ...] = ()  # modules of the same package the kernel's source takes code or constants from
+    # modules of the same package the kernel's source takes code or constants from
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.package is None) == (self.path is None):
-            raise ValueError(f"provenance of {self.module}: name a package or a path, not both or neither")
+            raise ValueError(
+                f"provenance of {self.module}: name a package or a path, not both or neither"
+            )
 
     @property
     def label(self) -> str:
@@ -38,7 +41,9 @@ class Provenance:
     def missing_reason(self) -> str | None:
         """One line naming what is not installed here, or None."""
         if self.package is None:
-            return None if Path(str(self.path)).is_file() else f"kernel source {self.path} not found"
+            return (
+                None if Path(str(self.path)).is_file() else f"kernel source {self.path} not found"
+            )
         try:
             found = metadata.version(self.package)
         except metadata.PackageNotFoundError:
@@ -53,16 +58,22 @@ class Provenance:
         module = module or self.module
         relative = Path(*module.split(".")).with_suffix(".py")
         located = Path(str(metadata.distribution(self.package).locate_file(relative)))
-        if not located.is_file():  # an editable install: ask the import system, which imports the parents
+        # an editable install: ask the import system, which imports the parents
+        if not located.is_file():
             spec = importlib.util.find_spec(module)
             located = Path(spec.origin) if spec and spec.origin else located
         return located
 
     def sha256(self) -> str:
         """Of the kernel's source and of the ``also`` modules'. The file is the one the package
-        installed, where its metadata says; one shadowing it on sys.path would not be what is hashed."""
+        installed, where its metadata says; one shadowing it on sys.path would not be what is
+        hashed."""
         digests = [source_digest(self.source_file(m)) for m in (self.module, *self.also)]
-        return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+        return (
+            digests[0]
+            if len(digests) == 1
+            else hashlib.sha256("".join(digests).encode()).hexdigest()
+        )
 
     def load(self) -> ModuleType:
         if self.path is None:

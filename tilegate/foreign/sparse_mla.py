@@ -4,11 +4,13 @@ how each KV storage format holds them.
 Cases (tokens 1, 8, 17 and 8192; heads, top-k and widths from the adapter):
   dense            every slot names a distinct KV row
   tail-padded      each token's slots past a random count are -1 (the indexer's padding)
-  all-masked-rows  tail-padded, and every third token (the first included) has only -1 slots: output 0
+  all-masked-rows  tail-padded, and every third token (the first included) has only -1 slots: output
+  0
   duplicates       the second half of each token's slots repeats the first half
   nan-unused       tail-padded, and every KV row no used slot names is NaN, row 0 included (a masked
                    slot that loads row 0 and relies on P = 0 to cancel it leaks the NaN)
-  zeros            a quarter of the KV entries are exactly 0 (fp8 formats: the zero and subnormal codes)
+  zeros            a quarter of the KV entries are exactly 0 (fp8 formats: the zero and subnormal
+  codes)
   sink             dense, with a per-head attention sink (capability feature "sink")
   topk-length      dense, with a topk_length shorter than top-k (capability feature "topk-length")
 The 8192-token cases are dense and tail-padded only: the FP32 reference gathers 8192 x top-k rows.
@@ -20,7 +22,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-KINDS = ("dense", "tail-padded", "all-masked-rows", "duplicates", "nan-unused", "zeros", "sink", "topk-length")
+KINDS = (
+    "dense",
+    "tail-padded",
+    "all-masked-rows",
+    "duplicates",
+    "nan-unused",
+    "zeros",
+    "sink",
+    "topk-length",
+)
 FEATURE_OF = {"sink": "sink", "topk-length": "topk-length"}  # kinds that need a capability feature
 TOKENS = (1, 8, 17, 8192)
 LONG_KINDS = ("dense", "tail-padded")
@@ -48,7 +59,9 @@ class Case:
 
 
 def cases(shape: Shape) -> list[Case]:
-    return [Case(t, kind, shape) for t in TOKENS for kind in KINDS if t < 8192 or kind in LONG_KINDS]
+    return [
+        Case(t, kind, shape) for t in TOKENS for kind in KINDS if t < 8192 or kind in LONG_KINDS
+    ]
 
 
 @dataclass
@@ -68,11 +81,15 @@ def make_inputs(case: Case, device: str) -> Inputs:
     gen = torch.Generator(device=device).manual_seed(1000 * case.seed + case.tokens)
     q = torch.randn(case.tokens, s.heads, s.d_qk, device=device, generator=gen).to(torch.bfloat16)
     kv = torch.randn(KV_ROWS, s.d_qk, device=device, generator=gen)
-    first = 1 if case.kind == "nan-unused" else 0  # row 0 never named: it must stay out of the result
-    order = torch.rand(case.tokens, KV_ROWS - first, device=device, generator=gen).argsort(dim=-1) + first
+    # row 0 never named: it must stay out of the result
+    first = 1 if case.kind == "nan-unused" else 0
+    order = (
+        torch.rand(case.tokens, KV_ROWS - first, device=device, generator=gen).argsort(dim=-1)
+        + first
+    )
     indices = order[:, : s.topk].to(torch.int32)
     if case.kind == "duplicates":
-        indices[:, s.topk // 2:] = indices[:, : s.topk - s.topk // 2]
+        indices[:, s.topk // 2 :] = indices[:, : s.topk - s.topk // 2]
     if case.kind in ("tail-padded", "all-masked-rows", "nan-unused"):
         count = torch.randint(1, s.topk, (case.tokens, 1), device=device, generator=gen)
         indices = torch.where(torch.arange(s.topk, device=device) < count, indices, -1)
@@ -84,9 +101,11 @@ def make_inputs(case: Case, device: str) -> Inputs:
         kv[~named] = float("nan")
     if case.kind == "zeros":
         kv[torch.rand(kv.shape, device=device, generator=gen) < 0.25] = 0.0
-    x = Inputs(q, kv.to(torch.bfloat16), indices.contiguous(), s.d_qk ** -0.5, s.d_v)
+    x = Inputs(q, kv.to(torch.bfloat16), indices.contiguous(), s.d_qk**-0.5, s.d_v)
     if case.kind == "sink":
         x.sink = torch.randn(s.heads, device=device, generator=gen) * 2
     if case.kind == "topk-length":
-        x.topk_length = torch.tensor([max(1, s.topk * 3 // 4 - 3)], dtype=torch.int32, device=device)  # < topk
+        x.topk_length = torch.tensor(
+            [max(1, s.topk * 3 // 4 - 3)], dtype=torch.int32, device=device
+        )  # < topk
     return x

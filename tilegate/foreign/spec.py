@@ -32,8 +32,8 @@ def params(**kwargs: Any) -> Params:
 
 @dataclass(frozen=True, kw_only=True)
 class Capabilities:
-    """What the kernel takes. Every value of the gate's axes (tilegate.foreign.axes) left out here is
-    a named skip; every value named here must be built by some declared problem."""
+    """What the kernel takes. Every value of the gate's axes (tilegate.foreign.axes) left out
+    here is a named skip; every value named here must be built by some declared problem."""
 
     dtypes: tuple[str, ...]  # the KV operand's dtype: "bfloat16", "float8_e4m3"
     head_dims: tuple[int, ...]  # Q.K width (MLA: 576 = 512 latent + 64 rope)
@@ -46,7 +46,8 @@ class Capabilities:
 class IsaExpectations:
     """What the gfx942 code object should show."""
 
-    mfma_input: str | None  # the MFMA input dtype ("bfloat16", "float8_e4m3fnuz"); None: no matrix product
+    # the MFMA input dtype ("bfloat16", "float8_e4m3fnuz"); None: no matrix product
+    mfma_input: str | None
     wide_global_loads: bool  # 128-bit global loads expected
     min_waves_per_simd: float  # the speed proxy's floor: below it, nothing hides a load's latency
 
@@ -61,7 +62,8 @@ class Problem:
     head_dim: int
     mask: str
     args: tuple = ()
-    shape: Params = ()  # the compile-time sizes by name (heads, topk, ...): capabilities.compile_time
+    # the compile-time sizes by name (heads, topk, ...): capabilities.compile_time
+    shape: Params = ()
 
 
 @dataclass(frozen=True)
@@ -103,38 +105,52 @@ class Finding:
         if self.tilelang is not None and self.tilelang != RUNNING:
             return False
         if self.gpu is not None:
-            from tilegate.platform import detect  # imports torch: only for a finding scoped to a GPU
+            # imports torch: only for a finding scoped to a GPU
+            from tilegate.platform import detect
 
             return detect().kind == self.gpu
         return True
 
     def covers(self, problem: str, config: str) -> bool:
-        return (self.cases is None and self._here() and (self.problems is None or problem in self.problems)
-                and (self.configs is None or config in self.configs))
+        return (
+            self.cases is None
+            and self._here()
+            and (self.problems is None or problem in self.problems)
+            and (self.configs is None or config in self.configs)
+        )
 
     def covers_case(self, case: str, rule: str) -> bool:
-        """A GPU case's finding on ``rule`` ("numerics", "determinism"); "lowering" covers every check."""
-        return (self.cases is not None and case in self.cases and self._here()
-                and bool(self.rules & {rule, "lowering"}))
+        """A GPU case's finding on ``rule`` ("numerics", "determinism"); "lowering" covers every
+        check."""
+        return (
+            self.cases is not None
+            and case in self.cases
+            and self._here()
+            and bool(self.rules & {rule, "lowering"})
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class ForeignKernel:
     name: str
     provenance: Provenance
-    factory: str  # attribute of the provenance module: a @tilelang.jit function, or one returning a prim_func
+    # attribute of the provenance module: a @tilelang.jit function, or one returning a prim_func
+    factory: str
     configs: dict[str, tuple[Config, ...]]  # target -> configs, best first
     problems: tuple[Problem, ...]
     capabilities: Capabilities
     isa: IsaExpectations
-    lds_estimate: Callable[[Problem, Config], int]  # bytes; a config over the budget is not compiled
+    # bytes; a config over the budget is not compiled
+    lds_estimate: Callable[[Problem, Config], int]
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
-    # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module, inputs,
+    # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module,
+    # inputs,
     # stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the family's
-    # sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) -> output).
+    # sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) ->
+    # output).
     family: str | None = None
     launcher: Callable | None = None
     kv_format: str = "bfloat16"
@@ -148,19 +164,31 @@ class ForeignKernel:
         for p in self.problems:
             outside = {k for k, _ in p.shape} - set(self.capabilities.compile_time)
             if outside:
-                raise ForeignKernelError(f"{self.name}: problem {p.name} fixes {sorted(outside)}, which its "
-                                         f"capabilities do not declare compile-time ({self.capabilities.compile_time})")
-            for axis, value, declared in (("dtype", p.dtype, self.capabilities.dtypes),
-                                          ("head_dim", p.head_dim, self.capabilities.head_dims),
-                                          ("mask", p.mask, self.capabilities.masks)):
+                raise ForeignKernelError(
+                    f"{self.name}: problem {p.name} fixes {sorted(outside)}, which its "
+                    f"capabilities do not declare compile-time ({self.capabilities.compile_time})"
+                )
+            for axis, value, declared in (
+                ("dtype", p.dtype, self.capabilities.dtypes),
+                ("head_dim", p.head_dim, self.capabilities.head_dims),
+                ("mask", p.mask, self.capabilities.masks),
+            ):
                 if value not in declared:
-                    raise ForeignKernelError(f"{self.name}: problem {p.name} has {axis} {value!r}, outside its "
-                                             f"capabilities {declared}")
-        if (self.family is None) != (self.launcher is None) or (self.family is None) != (self.gpu_shape is None):
-            raise ForeignKernelError(f"{self.name}: a GPU family needs a launcher and a gpu_shape, and they a family")
+                    raise ForeignKernelError(
+                        f"{self.name}: problem {p.name} has {axis} {value!r}, outside its "
+                        f"capabilities {declared}"
+                    )
+        if (self.family is None) != (self.launcher is None) or (self.family is None) != (
+            self.gpu_shape is None
+        ):
+            raise ForeignKernelError(
+                f"{self.name}: a GPU family needs a launcher and a gpu_shape, and they a family"
+            )
         if self.family is not None and self.kv_format not in self.capabilities.dtypes:
-            raise ForeignKernelError(f"{self.name}: its GPU cases store KV as {self.kv_format!r}, a dtype its "
-                                     f"capabilities do not declare ({self.capabilities.dtypes})")
+            raise ForeignKernelError(
+                f"{self.name}: its GPU cases store KV as {self.kv_format!r}, a dtype its "
+                f"capabilities do not declare ({self.capabilities.dtypes})"
+            )
 
     def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
         return [f for f in self.findings if f.covers(problem.name, config.name)]

@@ -1,6 +1,7 @@
 """The gate's tiers for kernels it did not write: a test module, collected from the gate's suite
 (suite/foreign/test_foreign_kernels.py) and added by the plugin to the run of any project that names
-foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``, ``tilegate_kernels``).
+foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
+``tilegate_kernels``).
 
   provenance    the package and version (or file) are there, the factory is, the source's sha256
   capabilities  each value of the gate's axes the kernel leaves out is a named skip; each it
@@ -8,7 +9,8 @@ foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``, 
   compile       gfx942 lowering and code object per problem x config; a config over the LDS budget
                 by its estimate is not compiled (an error), an estimate off by > 10% fails
   isa           the hard rules and the speed proxies against the adapter's ISA expectations
-  numerics      (GPU) the family's cases against FP32, relative to plain torch in the same precision:
+  numerics      (GPU) the family's cases against FP32, relative to plain torch in the same
+  precision:
                 the worst of 3 launches, which must agree bit for bit
   determinism   (GPU) two runs of one case give the same bits
   sanitize      (GPU, opt-in) memcheck over the family's cases, racecheck and initcheck over a few
@@ -31,15 +33,28 @@ from tilegate.foreign.case import ForeignCase, cases
 from tilegate.foreign.child import child_cases
 from tilegate.foreign.discover import discover, origin_of
 from tilegate.foreign.spec import ForeignKernel
-from tilegate.foreign.verdicts import KnownFinding, isa_metrics, judge_build, judge_case, lowering_finding, over_budget
+from tilegate.foreign.verdicts import (
+    KnownFinding,
+    isa_metrics,
+    judge_build,
+    judge_case,
+    lowering_finding,
+    over_budget,
+)
 from tilegate.gfx942.isa_checks import check_all, check_lds_read_width, check_min_waves
 from tilegate.testing.skips import missing, nothing_to_run
 
 TARGET = "gfx942"
-# The gate's axes: what its families and ISA rules can judge. Values a kernel leaves out are named skips.
-AXES = {"dtype": ("float16", "bfloat16", "float8_e4m3", "v4-fp8"), "head_dim": (64, 128, 512, 576),
-        "mask": ("causal", "full", "sparse-topk"), "feature": ("sink", "topk-length", "dual-cache")}
-ESTIMATE_SLACK = 0.10  # an LDS estimate further than this from the lowered figure misleads the filter
+# The gate's axes: what its families and ISA rules can judge. Values a kernel leaves out are named
+# skips.
+AXES = {
+    "dtype": ("float16", "bfloat16", "float8_e4m3", "v4-fp8"),
+    "head_dim": (64, 128, 512, 576),
+    "mask": ("causal", "full", "sparse-topk"),
+    "feature": ("sink", "topk-length", "dual-cache"),
+}
+# an LDS estimate further than this from the lowered figure misleads the filter
+ESTIMATE_SLACK = 0.10
 DETERMINISM_CASES = ("t17-tail-padded", "t8192-tail-padded")
 LAUNCHES = 3  # numerics judges the worst of these launches, and requires them to agree bit for bit
 _KERNELS = pytest.StashKey[list]()
@@ -47,40 +62,85 @@ _KERNELS = pytest.StashKey[list]()
 
 def selected(config: pytest.Config) -> list[ForeignKernel]:
     if _KERNELS not in config.stash:
-        config.stash[_KERNELS] = discover([*config.getini("tilegate_kernels"), *(config.getoption("tilegate_kernels") or [])])
+        config.stash[_KERNELS] = discover(
+            [*config.getini("tilegate_kernels"), *(config.getoption("tilegate_kernels") or [])]
+        )
     return config.stash[_KERNELS]
 
 
 def _finding_marks(findings) -> list:
-    return [pytest.mark.xfail(raises=KnownFinding, strict=True, reason=f.reason) for f in findings[:1]]
+    return [
+        pytest.mark.xfail(raises=KnownFinding, strict=True, reason=f.reason) for f in findings[:1]
+    ]
 
 
 def _build_param(case: ForeignCase, compiling: bool):
     """The compile test knows one rule, the LDS budget; the ISA test every rule."""
-    findings = [f for f in case.kernel.findings_for(case.problem, case.cfg) if not compiling or "lds-budget" in f.rules]
-    return pytest.param(case, marks=[pytest.mark.xdist_group(f"build-{case.name}"), *_finding_marks(findings)], id=case.name)
+    findings = [
+        f
+        for f in case.kernel.findings_for(case.problem, case.cfg)
+        if not compiling or "lds-budget" in f.rules
+    ]
+    return pytest.param(
+        case,
+        marks=[pytest.mark.xdist_group(f"build-{case.name}"), *_finding_marks(findings)],
+        id=case.name,
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kernels = selected(metafunc.config)
-    none = [nothing_to_run("no foreign kernel named: a tilegate.kernels entry point, "
-                           "--tilegate-kernels=MODULE or tilegate_kernels in the ini")]
+    none = [
+        nothing_to_run(
+            "no foreign kernel named: a tilegate.kernels entry point, "
+            "--tilegate-kernels=MODULE or tilegate_kernels in the ini"
+        )
+    ]
     if "foreign_kernel" in metafunc.fixturenames:
-        metafunc.parametrize("foreign_kernel", [pytest.param(k, id=k.name) for k in kernels] or none)
+        metafunc.parametrize(
+            "foreign_kernel", [pytest.param(k, id=k.name) for k in kernels] or none
+        )
     if "foreign_axis" in metafunc.fixturenames:
-        metafunc.parametrize("foreign_axis", [pytest.param((k, axis, v), id=f"{k.name}-{axis}-{v}") for k in kernels
-                                              for axis, values in AXES.items() for v in values] or none)
+        metafunc.parametrize(
+            "foreign_axis",
+            [
+                pytest.param((k, axis, v), id=f"{k.name}-{axis}-{v}")
+                for k in kernels
+                for axis, values in AXES.items()
+                for v in values
+            ]
+            or none,
+        )
     if "foreign_case" in metafunc.fixturenames:
         compiling = metafunc.function.__name__ == "test_foreign_compile"
-        metafunc.parametrize("foreign_case", [_build_param(c, compiling) for k in kernels for c in cases(k, TARGET)] or none)
+        metafunc.parametrize(
+            "foreign_case",
+            [_build_param(c, compiling) for k in kernels for c in cases(k, TARGET)] or none,
+        )
     if "foreign_gpu_case" in metafunc.fixturenames:
         if kernels and not any(k.family for k in kernels):
-            none = [nothing_to_run("no named foreign kernel has a GPU family (ForeignKernel.family): CPU tiers only")]
+            none = [
+                nothing_to_run(
+                    "no named foreign kernel has a GPU family (ForeignKernel.family): CPU tiers "
+                    "only"
+                )
+            ]
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
         wanted = DETERMINISM_CASES if rule == "determinism" else None
-        metafunc.parametrize("foreign_gpu_case", [
-            pytest.param((k, c), id=f"{k.name}-{c.name}", marks=_finding_marks(k.findings_for_case(c.name, rule)))
-            for k in kernels for c in gpu.family_cases(k) if wanted is None or c.name in wanted] or none)
+        metafunc.parametrize(
+            "foreign_gpu_case",
+            [
+                pytest.param(
+                    (k, c),
+                    id=f"{k.name}-{c.name}",
+                    marks=_finding_marks(k.findings_for_case(c.name, rule)),
+                )
+                for k in kernels
+                for c in gpu.family_cases(k)
+                if wanted is None or c.name in wanted
+            ]
+            or none,
+        )
 
 
 def _skip_if_missing(kernel: ForeignKernel) -> None:
@@ -92,7 +152,9 @@ def _skip_if_missing(kernel: ForeignKernel) -> None:
 def test_foreign_provenance(foreign_kernel, artifacts_dir):
     _skip_if_missing(foreign_kernel)
     module = foreign_kernel.provenance.load()
-    assert hasattr(module, foreign_kernel.factory), f"{module.__name__} has no {foreign_kernel.factory}"
+    assert hasattr(module, foreign_kernel.factory), (
+        f"{module.__name__} has no {foreign_kernel.factory}"
+    )
     write(artifacts_dir, ForeignRecord.of(foreign_kernel))
 
 
@@ -100,28 +162,47 @@ def test_foreign_provenance(foreign_kernel, artifacts_dir):
 def test_foreign_capabilities(foreign_axis):
     kernel, axis, value = foreign_axis
     caps = kernel.capabilities
-    declared = {"dtype": caps.dtypes, "head_dim": caps.head_dims, "mask": caps.masks, "feature": caps.features}[axis]
+    declared = {
+        "dtype": caps.dtypes,
+        "head_dim": caps.head_dims,
+        "mask": caps.masks,
+        "feature": caps.features,
+    }[axis]
     if value not in declared:
-        missing(f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: {', '.join(map(str, declared))})")
+        missing(
+            f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
+            f"{', '.join(map(str, declared))})"
+        )
     if axis == "feature":
         used = [c for c in gpu.family_cases(kernel) if gpu.family.FEATURE_OF.get(c.kind) == value]
     else:
         used = [p for p in kernel.problems if getattr(p, axis) == value]
-    assert used, f"{kernel.name} declares {axis} {value!r}, and no problem or case of it exercises that"
+    assert used, (
+        f"{kernel.name} declares {axis} {value!r}, and no problem or case of it exercises that"
+    )
 
 
 @pytest.mark.compile
 def test_foreign_compile(builder, foreign_case):
     _skip_if_missing(foreign_case.kernel)
-    findings = [f for f in foreign_case.kernel.findings_for(foreign_case.problem, foreign_case.cfg) if "lds-budget" in f.rules]
+    findings = [
+        f
+        for f in foreign_case.kernel.findings_for(foreign_case.problem, foreign_case.cfg)
+        if "lds-budget" in f.rules
+    ]
     if over := over_budget(foreign_case):
         judge_build(foreign_case.kernel, findings, over, isa_metrics(foreign_case, None))
-    assert not findings, f"{foreign_case.name}: its LDS-budget finding no longer holds: estimate {foreign_case.lds_estimate}"
+    assert not findings, (
+        f"{foreign_case.name}: its LDS-budget finding no longer holds: estimate "
+        f"{foreign_case.lds_estimate}"
+    )
     lowered = builder.lowered(foreign_case)
     assert builder.code_object(foreign_case).hsaco.is_file()
     off = abs(foreign_case.lds_estimate - lowered.lds_bytes) / max(lowered.lds_bytes, 1)
-    assert off <= ESTIMATE_SLACK, (f"LDS estimate {foreign_case.lds_estimate} bytes, lowered {lowered.lds_bytes}: "
-                                   f"off by {off:.0%} (> {ESTIMATE_SLACK:.0%}), the filter cannot be trusted")
+    assert off <= ESTIMATE_SLACK, (
+        f"LDS estimate {foreign_case.lds_estimate} bytes, lowered {lowered.lds_bytes}: "
+        f"off by {off:.0%} (> {ESTIMATE_SLACK:.0%}), the filter cannot be trusted"
+    )
 
 
 @pytest.mark.isa
@@ -134,9 +215,16 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
     report = builder.isa_reading(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     isa = kernel.isa
-    broken = check_all(report, isa.mfma_input or "", uses_mfma=isa.mfma_input is not None,
-                       wide_global_loads=isa.wide_global_loads)
-    broken += [*check_lds_read_width(report), *check_min_waves(report, isa.min_waves_per_simd, kernel.name)]
+    broken = check_all(
+        report,
+        isa.mfma_input or "",
+        uses_mfma=isa.mfma_input is not None,
+        wide_global_loads=isa.wide_global_loads,
+    )
+    broken += [
+        *check_lds_read_width(report),
+        *check_min_waves(report, isa.min_waves_per_simd, kernel.name),
+    ]
     judge_build(kernel, findings, broken, isa_metrics(case, report))
 
 
@@ -150,16 +238,29 @@ def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
     if reason := gpu.feature_missing(kernel, case):
         missing(reason)
     prepared = gpu.prepare(kernel, case)
-    outs = [_run_known(kernel, case.name, "numerics", prepared)] + [gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)]
+    outs = [_run_known(kernel, case.name, "numerics", prepared)] + [
+        gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)
+    ]
     ref, base = gpu.reference(prepared), gpu.baseline(kernel, prepared)
-    verdict = max((judge(out, ref, base) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio))
-    differ = sum((outs[0] != out).sum().item() for out in outs[1:])  # a race that misses one launch shows here
+    verdict = max(
+        (judge(out, ref, base) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio)
+    )
+    # a race that misses one launch shows here
+    differ = sum((outs[0] != out).sum().item() for out in outs[1:])
     verdict = dataclasses.replace(verdict, passed=verdict.passed and not differ)
     record_numerics(artifacts_dir, f"{kernel.name}-{case.name}", kernel.kv_format, verdict)
     if not verdict.passed:
-        message = verdict.explain() + (f"; {differ} outputs differ across {LAUNCHES} launches" if differ else "")
-        judge_case(kernel, case.name, "numerics", message, nonfinite=not all(torch.isfinite(o).all() for o in outs),
-                   max_ratio=verdict.max_ratio)
+        message = verdict.explain() + (
+            f"; {differ} outputs differ across {LAUNCHES} launches" if differ else ""
+        )
+        judge_case(
+            kernel,
+            case.name,
+            "numerics",
+            message,
+            nonfinite=not all(torch.isfinite(o).all() for o in outs),
+            max_ratio=verdict.max_ratio,
+        )
 
 
 def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
@@ -182,12 +283,20 @@ def test_foreign_determinism(foreign_gpu_case):
     second = gpu.run(kernel, prepared)
     differ = (first != second).sum().item()  # NaN != NaN: a NaN output counts as differing
     if differ:
-        judge_case(kernel, case.name, "determinism",
-                   f"{differ} of {first.numel()} outputs differ between two runs on the same inputs")
+        judge_case(
+            kernel,
+            case.name,
+            "determinism",
+            f"{differ} of {first.numel()} outputs differ between two runs on the same inputs",
+        )
 
 
 # (): every case below 1024 tokens
-SANITIZED_CASES = {"memcheck": (), "racecheck": ("t1-tail-padded", "t17-tail-padded"), "initcheck": ("t17-tail-padded",)}
+SANITIZED_CASES = {
+    "memcheck": (),
+    "racecheck": ("t1-tail-padded", "t17-tail-padded"),
+    "initcheck": ("t17-tail-padded",),
+}
 
 
 @pytest.mark.gpu
@@ -202,10 +311,21 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
         missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
     runnable = child_cases(foreign_kernel, SANITIZED_CASES[tool])
     if not runnable:
-        pytest.xfail(f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to sanitize")
+        pytest.xfail(
+            f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to "
+            "sanitize"
+        )
     log = artifacts_dir / "sanitize" / f"{foreign_kernel.name}-{tool}.log"
-    child = [sys.executable, "-m", "tilegate.foreign.child", origin_of(foreign_kernel), foreign_kernel.name,
-             *(c.name for c in runnable)]
+    child = [
+        sys.executable,
+        "-m",
+        "tilegate.foreign.child",
+        origin_of(foreign_kernel),
+        foreign_kernel.name,
+        *(c.name for c in runnable),
+    ]
     result = run_sanitized(tool, [], log, child=child)
     assert result.completed, f"the child did not finish its cases: {log}"
-    assert result.errors == 0, f"{tool}: {result.errors} errors over {foreign_kernel.name}'s cases: {log}"
+    assert result.errors == 0, (
+        f"{tool}: {result.errors} errors over {foreign_kernel.name}'s cases: {log}"
+    )

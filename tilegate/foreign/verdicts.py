@@ -25,17 +25,29 @@ def over_budget(case: ForeignCase) -> list[Violation]:
     """The filter before compiling: a config whose LDS estimate is over a gfx942 workgroup's."""
     if case.lds_estimate <= LDS_PER_CU:
         return []
-    return [Violation("lds-budget", f"estimate {case.lds_estimate} bytes > {LDS_PER_CU} per workgroup: not compiled "
-                                    "(it cannot launch on MI300X)")]
+    return [
+        Violation(
+            "lds-budget",
+            f"estimate {case.lds_estimate} bytes > {LDS_PER_CU} per workgroup: not compiled "
+            "(it cannot launch on MI300X)",
+        )
+    ]
 
 
 def isa_metrics(case: ForeignCase, report: IsaReading | None) -> dict[str, float]:
-    """The figures a finding's ``worst`` may bound; a build that was not compiled has its estimate only."""
+    """The figures a finding's ``worst`` may bound; a build that was not compiled has its
+    estimate only."""
     found: dict[str, float] = {"lds_estimate": case.lds_estimate}
     if report is not None:
-        found |= {"vgpr_spill_count": report.vgpr_spill_count, "private_segment_bytes": report.private_segment_bytes,
-                  "lds_bytes": report.lds_bytes, "waves_per_simd": report.occupancy.waves_per_simd,
-                  "narrow_lds_reads": sum(n for p in NARROW_LDS_READS for n in report.histogram(p).values())}
+        found |= {
+            "vgpr_spill_count": report.vgpr_spill_count,
+            "private_segment_bytes": report.private_segment_bytes,
+            "lds_bytes": report.lds_bytes,
+            "waves_per_simd": report.occupancy.waves_per_simd,
+            "narrow_lds_reads": sum(
+                n for p in NARROW_LDS_READS for n in report.histogram(p).values()
+            ),
+        }
     return found
 
 
@@ -50,23 +62,40 @@ def worse_than(finding: Finding, measured: dict[str, float]) -> list[str]:
     return bad
 
 
-def judge_build(kernel: ForeignKernel, findings: list[Finding], broken: list[Violation],
-                measured: dict[str, float]) -> None:
+def judge_build(
+    kernel: ForeignKernel,
+    findings: list[Finding],
+    broken: list[Violation],
+    measured: dict[str, float],
+) -> None:
     known = frozenset().union(*(f.rules for f in findings))
     if known and broken:
         if rules_broken(broken) != known:
-            raise AssertionError(f"{kernel.name}: the known finding broke {sorted(known)}, now "
-                                 f"{sorted(rules_broken(broken))}:\n{describe(broken)}")
+            raise AssertionError(
+                f"{kernel.name}: the known finding broke {sorted(known)}, now "
+                f"{sorted(rules_broken(broken))}:\n{describe(broken)}"
+            )
         worse = [w for f in findings for w in worse_than(f, measured)]
         if worse:
-            raise AssertionError(f"{kernel.name}: worse than its known finding: {'; '.join(worse)}\n{describe(broken)}")
+            raise AssertionError(
+                f"{kernel.name}: worse than its known finding: "
+                f"{'; '.join(worse)}\n{describe(broken)}"
+            )
         raise KnownFinding(describe(broken))
     assert not broken, describe(broken)
 
 
-def judge_case(kernel: ForeignKernel, case: str, rule: str, message: str, *, nonfinite: bool = False,
-               max_ratio: float = 0.0) -> None:
-    """A failed GPU check of ``rule``: the known finding, if one covers it in its way; else a failure."""
+def judge_case(
+    kernel: ForeignKernel,
+    case: str,
+    rule: str,
+    message: str,
+    *,
+    nonfinite: bool = False,
+    max_ratio: float = 0.0,
+) -> None:
+    """A failed GPU check of ``rule``: the known finding, if one covers it in its way; else a
+    failure."""
     for f in kernel.findings_for_case(case, rule):
         if rule not in f.rules or (f.nonfinite and not nonfinite):
             continue
@@ -78,5 +107,11 @@ def judge_case(kernel: ForeignKernel, case: str, rule: str, message: str, *, non
 
 def lowering_finding(kernel: ForeignKernel, case: str, rule: str, exc: Exception) -> Finding | None:
     text = f"{type(exc).__name__}: {exc}"
-    return next((f for f in kernel.findings_for_case(case, rule)
-                 if "lowering" in f.rules and f.error is not None and f.error in text), None)
+    return next(
+        (
+            f
+            for f in kernel.findings_for_case(case, rule)
+            if "lowering" in f.rules and f.error is not None and f.error in text
+        ),
+        None,
+    )

@@ -1,8 +1,8 @@
 """Building gfx942 code objects (hsaco) and reading them back, with a disk cache.
 
-The cache key is the HIP source plus the toolchain identity (compiler version, HIP
-headers, flags) and the inner-loop rule (tilegate.gfx942.inner_loop.LOOP_RULE): change any of them and
-the object is rebuilt.
+The cache key is the HIP source plus the toolchain identity (compiler version, HIP headers, flags)
+and the inner-loop rule (tilegate.gfx942.inner_loop.LOOP_RULE): change any of them and the object is
+rebuilt.
 
 An entry is the folder ``hsaco/<key>/``: the code object, its listing, notes and ELF header,
 llvm-mca's report on its inner loop, plus ``manifest.json`` (size and sha256 of each). It is
@@ -70,7 +70,11 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def warn_discarded(entry: Path, why: str) -> None:
-    warnings.warn(f"tilegate cache: discarding {entry} ({why}); rebuilding it", CacheEntryDiscarded, stacklevel=2)
+    warnings.warn(
+        f"tilegate cache: discarding {entry} ({why}); rebuilding it",
+        CacheEntryDiscarded,
+        stacklevel=2,
+    )
 
 
 def _manifest(folder: Path) -> dict:
@@ -119,11 +123,15 @@ def _discard(entry: Path, why: str) -> None:
 def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode:
-        raise BuildError(f"{what} failed ({proc.returncode}): {' '.join(cmd[:3])} ...\n{proc.stderr[-4000:]}")
+        raise BuildError(
+            f"{what} failed ({proc.returncode}): {' '.join(cmd[:3])} ...\n{proc.stderr[-4000:]}"
+        )
     return proc.stdout
 
 
-def _build_into(folder: Path, source: str, toolchain: Toolchain, cache_dir: Path | None = None) -> None:
+def _build_into(
+    folder: Path, source: str, toolchain: Toolchain, cache_dir: Path | None = None
+) -> None:
     # A rebuild gives the same bytes: clang names a __hip_cuid_ symbol after the source's real
     # path unless given -cuid, and objdump prints the paths it is given (relative to the folder).
     src, hsaco = Path("kernel.cpp"), Path("kernel.hsaco")
@@ -141,16 +149,21 @@ def _build_into(folder: Path, source: str, toolchain: Toolchain, cache_dir: Path
             _run(compile_cmd, what, folder)  # raises the real error when the source is at fault
             discard(pch, "a build failed with it and passed without it")
     (folder / src).unlink()
-    for name, cmd, what in (("kernel.s", [str(toolchain.objdump), "-d", "--mcpu=gfx942"], "disassembly"),
-                            ("notes.txt", [str(toolchain.readelf), "--notes"], "reading AMDGPU metadata"),
-                            ("elf-header.txt", [str(toolchain.readelf), "-h"], "reading the ELF header")):
+    for name, cmd, what in (
+        ("kernel.s", [str(toolchain.objdump), "-d", "--mcpu=gfx942"], "disassembly"),
+        ("notes.txt", [str(toolchain.readelf), "--notes"], "reading AMDGPU metadata"),
+        ("elf-header.txt", [str(toolchain.readelf), "-h"], "reading the ELF header"),
+    ):
         (folder / name).write_text(_run([*cmd, str(hsaco)], what, folder))
-    (folder / "inner-loop-mca.txt").write_text(inner_loop_report(toolchain.mca, (folder / "kernel.s").read_text()))
+    (folder / "inner-loop-mca.txt").write_text(
+        inner_loop_report(toolchain.mca, (folder / "kernel.s").read_text())
+    )
     (folder / MANIFEST).write_text(json.dumps(_manifest(folder), indent=1))
 
 
 def _install(staging: Path, entry: Path) -> None:
-    """Rename the finished entry into place; keep another process's if it got there first and verifies."""
+    """Rename the finished entry into place; keep another process's if it got there first and
+    verifies."""
     for _ in range(3):
         try:
             os.rename(staging, entry)  # replaces nothing but an empty folder
@@ -162,11 +175,15 @@ def _install(staging: Path, entry: Path) -> None:
         if problem is None:
             return  # theirs is good: ours is removed by the caller
         _discard(entry, problem)
-    raise OSError(f"could not install cache entry {entry}: another process kept putting damaged ones in place")
+    raise OSError(
+        f"could not install cache entry {entry}: another process kept putting damaged ones in place"
+    )
 
 
 def build_code_object(source: str, toolchain: Toolchain, cache_dir: Path) -> CodeObject:
-    key = hashlib.sha256(f"{CACHE_FORMAT}\0{LOOP_RULE}\0{toolchain.identity}\0{source}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(
+        f"{CACHE_FORMAT}\0{LOOP_RULE}\0{toolchain.identity}\0{source}".encode()
+    ).hexdigest()[:24]
     entry = cache_dir / "hsaco" / key
     hsaco, listing, notes, header, mca = (entry / name for name in ENTRY_FILES)
     obj = CodeObject(hsaco, listing, notes, header, mca, toolchain)

@@ -1,14 +1,13 @@
 """A static cycle estimate of a gfx942 kernel's inner loop, from its disassembly and llvm-mca.
 
-The inner loop is the loop (a cycle of the control-flow graph, tilegate/gfx942/loop_forest.py) that holds
-the most MFMA instructions of its own (not inside a loop nested in it), the smallest on a tie: the key-block loop of
-every attention kernel, also where a persistent kernel wraps it in a loop over query blocks (that
-loop holds the same MFMAs, and more instructions). A kernel without MFMA, the decode combine,
-takes its longest loop. llvm-mca runs its straight-line body with LLVM's gfx942 scheduling
-model (MFMA latencies included; DESIGN.md) and gives cycles per iteration. It models no
-memory latency and no other waves: a proxy that moves when the loop's instruction mix does,
-not a prediction of time.
-"""
+The inner loop is the loop (a cycle of the control-flow graph, tilegate/gfx942/loop_forest.py)
+that holds the most MFMA instructions of its own (not inside a loop nested in it), the smallest
+on a tie: the key-block loop of every attention kernel, also where a persistent kernel wraps it
+in a loop over query blocks (that loop holds the same MFMAs, and more instructions). A kernel
+without MFMA, the decode combine, takes its longest loop. llvm-mca runs its straight-line body
+with LLVM's gfx942 scheduling model (MFMA latencies included; DESIGN.md) and gives cycles per
+iteration. It models no memory latency and no other waves: a proxy that moves when the loop's
+instruction mix does, not a prediction of time."""
 
 from __future__ import annotations
 
@@ -17,16 +16,26 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilegate.gfx942.loop_forest import BRANCHES, Loop, all_loops, basic_blocks, execution_order, loop_forest
+from tilegate.gfx942.loop_forest import (
+    BRANCHES,
+    Loop,
+    all_loops,
+    basic_blocks,
+    execution_order,
+    loop_forest,
+)
 
 # "\ts_cbranch_scc1 -42   // 000000001B10: BF85FFD6 <kernel+0x158>": text, address, branch target
 # (a branch to the kernel's first instruction reads <kernel>)
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(<[^+>]+(?:\+0x([0-9a-fA-F]+))?>)?\s*$")
 MCA_ITERATIONS = 100
-# Part of the code-object cache key (tilegate/gfx942/code_object.py): a cached entry holds the report on the
-# loop this rule chose. 4: loops as the control-flow graph's (tilegate/gfx942/loop_forest.py), so that a
+# Part of the code-object cache key (tilegate/gfx942/code_object.py): a cached entry holds the
+# report on the
+# loop this rule chose. 4: loops as the control-flow graph's (tilegate/gfx942/loop_forest.py), so
+# that a
 # part of the loop laid out past its closing branch belongs to it, walked in the order an iteration
-# runs its blocks (2: address spans of backward branches; a loop's own MFMAs, the tightest on a tie).
+# runs its blocks (2: address spans of backward branches; a loop's own MFMAs, the tightest on a
+# tie).
 LOOP_RULE = "4"
 
 
@@ -48,7 +57,8 @@ def parse_listing(listing: str) -> list[Instruction]:
             continue
         address = int(m.group(2), 16)
         base = address if base is None else base  # the kernel's first instruction is its offset 0
-        target = None if m.group(3) is None else base + int(m.group(4) or "0", 16)  # <kernel>: its first instruction
+        # <kernel>: its first instruction
+        target = None if m.group(3) is None else base + int(m.group(4) or "0", 16)
         out.append(Instruction(address, m.group(1), target))
     return out
 
@@ -72,11 +82,17 @@ def inner_loop(listing: str) -> list[str] | None:
         return own, (size if own == 0 else -size)  # MFMA work: its tightest loop; none: the longest
 
     chosen = max(candidates, key=weight)
-    return [i.text for i in instructions(execution_order(blocks, chosen)) if not i.text.startswith(BRANCHES)]
+    return [
+        i.text
+        for i in instructions(execution_order(blocks, chosen))
+        if not i.text.startswith(BRANCHES)
+    ]
 
 
-# A mixed-precision FMA whose addend is the constant 0 (``v_fma_mixlo_f16 v1, v2, v3, 0``) is a product
-# rounded to fp16, no sum: P's exp2 scaled for denormals and converted, say. loop_mnemonics names it so.
+# A mixed-precision FMA whose addend is the constant 0 (``v_fma_mixlo_f16 v1, v2, v3, 0``) is a
+# product
+# rounded to fp16, no sum: P's exp2 scaled for denormals and converted, say. loop_mnemonics names it
+# so.
 NO_ADDEND = "+addend0"
 
 
@@ -96,15 +112,25 @@ def loop_mnemonics(listing: str) -> list[str]:
     inside = {b for loop in loop_forest(blocks) for b in loop.blocks}
     if not inside:
         return [_operation(i.text) for i in code]
-    return [_operation(code[i].text) for b in sorted(inside) for i in range(blocks[b].first, blocks[b].last + 1)]
+    return [
+        _operation(code[i].text)
+        for b in sorted(inside)
+        for i in range(blocks[b].first, blocks[b].last + 1)
+    ]
 
 
 def mca_report(mca: Path, loop: list[str]) -> str:
     if not Path(mca).is_file():
-        raise FileNotFoundError(f"llvm-mca not found at {mca}: it comes with the toolchain's LLVM "
-                                "(Debian's llvm-19, ROCm's llvm/bin)")
-    proc = subprocess.run([str(mca), "-mtriple=amdgcn", "-mcpu=gfx942", f"-iterations={MCA_ITERATIONS}"],
-                          input="\n".join(loop) + "\n", capture_output=True, text=True)
+        raise FileNotFoundError(
+            f"llvm-mca not found at {mca}: it comes with the toolchain's LLVM "
+            "(Debian's llvm-19, ROCm's llvm/bin)"
+        )
+    proc = subprocess.run(
+        [str(mca), "-mtriple=amdgcn", "-mcpu=gfx942", f"-iterations={MCA_ITERATIONS}"],
+        input="\n".join(loop) + "\n",
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         raise RuntimeError(f"llvm-mca failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return proc.stdout

@@ -57,8 +57,12 @@ class Occupancy:
 
 def occupancy(vgpr: int, sgpr: int, lds_bytes: int, threads: int) -> Occupancy:
     waves_per_wg = -(-threads // WAVE)
-    waves_by_vgpr = min(MAX_WAVES_PER_SIMD, VGPRS_PER_SIMD_LANE // _align(max(vgpr, 1), 8)) * SIMDS_PER_CU
-    waves_by_sgpr = min(MAX_WAVES_PER_SIMD, SGPRS_PER_SIMD // _align(max(sgpr, 1), 16)) * SIMDS_PER_CU
+    waves_by_vgpr = (
+        min(MAX_WAVES_PER_SIMD, VGPRS_PER_SIMD_LANE // _align(max(vgpr, 1), 8)) * SIMDS_PER_CU
+    )
+    waves_by_sgpr = (
+        min(MAX_WAVES_PER_SIMD, SGPRS_PER_SIMD // _align(max(sgpr, 1), 16)) * SIMDS_PER_CU
+    )
     lds = _align(lds_bytes, LDS_GRANULE)
     slots = min(MAX_WORKGROUPS_PER_CU, MAX_WAVES_PER_CU // waves_per_wg)
     limits = {  # on a tie, the first named is reported as the limit
@@ -69,12 +73,15 @@ def occupancy(vgpr: int, sgpr: int, lds_bytes: int, threads: int) -> Occupancy:
     }
     workgroups = min(limits.values())
     waves = workgroups * waves_per_wg
-    return Occupancy(workgroups, waves, waves / SIMDS_PER_CU, min(limits, key=lambda k: limits[k]), limits)
+    return Occupancy(
+        workgroups, waves, waves / SIMDS_PER_CU, min(limits, key=lambda k: limits[k]), limits
+    )
 
 
 @dataclass
 class IsaReading:
-    """What the gate knows about one code object. ``lds_bytes`` is static + TileLang's dynamic LDS."""
+    """What the gate knows about one code object. ``lds_bytes`` is static + TileLang's dynamic
+    LDS."""
 
     target_id: str
     elf_flags: str

@@ -1,4 +1,5 @@
-"""The ISA gate's rules. Each returns the ways a code object breaks it, as Violations; empty means pass.
+"""The ISA gate's rules. Each returns the ways a code object breaks it, as Violations; empty means
+pass.
 
 The same functions judge the real configs and the planted bad kernels, so a test that
 shows a planted spill being flagged also shows the real configs' check can fail.
@@ -20,7 +21,8 @@ class Violation:
     rule: str
     detail: str
 
-    def __str__(self) -> str:  # how an assertion message, hence the terminal and the step summary, shows it
+    # how an assertion message, hence the terminal and the step summary, shows it
+    def __str__(self) -> str:
         return f"{self.rule}: {self.detail}"
 
 
@@ -28,31 +30,57 @@ def describe(violations: list[Violation]) -> str:
     """An assertion's message: one violation a line."""
     return "\n".join(map(str, violations))
 
+
 # Code object versions an MI300X on ROCm 6.x loads (AMDGPUUsage, "Code Object V4/V5").
 LOADABLE_CODE_OBJECT_VERSIONS = (4, 5)
 # No gfx942 MFMA accumulates in fp16, so fp16 arithmetic in an attention kernel means
 # software fp16 accumulation. v_cvt_pkrtz_f16_f32 / v_cvt_f16_f32 (packing P) are fine.
 FP16_ACCUMULATION_SIGNATURE = (
-    "v_pk_fma_f16", "v_pk_add_f16", "v_pk_mul_f16", "v_fma_f16", "v_fmac_f16",
-    "v_mac_f16", "v_add_f16", "v_mul_f16", "v_fma_mixlo_f16", "v_fma_mixhi_f16",
+    "v_pk_fma_f16",
+    "v_pk_add_f16",
+    "v_pk_mul_f16",
+    "v_fma_f16",
+    "v_fmac_f16",
+    "v_mac_f16",
+    "v_add_f16",
+    "v_mul_f16",
+    "v_fma_mixlo_f16",
+    "v_fma_mixhi_f16",
 )
 # Sub-dword global loads: a tile load that lost its vectorisation.
 NARROW_GLOBAL_LOADS = (
-    "global_load_ubyte", "global_load_sbyte", "global_load_ushort", "global_load_sshort",
-    "global_load_short_d16", "buffer_load_ushort", "buffer_load_ubyte", "flat_load_ushort",
+    "global_load_ubyte",
+    "global_load_sbyte",
+    "global_load_ushort",
+    "global_load_sshort",
+    "global_load_short_d16",
+    "buffer_load_ushort",
+    "buffer_load_ubyte",
+    "flat_load_ushort",
 )
-MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16", "float8_e4m3fnuz": "_fp8_fp8"}  # gfx942's fp8 is fnuz
+# gfx942's fp8 is fnuz
+MFMA_INPUT_SUFFIX = {"float16": "_f16", "bfloat16": "_bf16", "float8_e4m3fnuz": "_fp8_fp8"}
 
 
 def check_identity(r: IsaReading) -> list[Violation]:
     bad = []
     if r.target_id != f"amdgcn-amd-amdhsa--{GFX942_TARGET_ID}":
-        bad.append(Violation("target-id", f"code object targets {r.target_id!r}, MI300X loads {GFX942_TARGET_ID}"))
+        bad.append(
+            Violation(
+                "target-id", f"code object targets {r.target_id!r}, MI300X loads {GFX942_TARGET_ID}"
+            )
+        )
     for token in ("gfx942", "xnack-", "sramecc+"):
         if token not in r.elf_flags:
             bad.append(Violation("target-id", f"ELF flags {r.elf_flags!r} lack {token}"))
     if r.code_object_version not in LOADABLE_CODE_OBJECT_VERSIONS:
-        bad.append(Violation("target-id", f"code object v{r.code_object_version} not in loadable {LOADABLE_CODE_OBJECT_VERSIONS}"))
+        bad.append(
+            Violation(
+                "target-id",
+                f"code object v{r.code_object_version} not in loadable "
+                f"{LOADABLE_CODE_OBJECT_VERSIONS}",
+            )
+        )
     if r.wavefront_size != 64:
         bad.append(Violation("wavefront", f"{r.wavefront_size}, gfx942 runs wave64"))
     return bad
@@ -71,14 +99,23 @@ def check_spills(r: IsaReading) -> list[Violation]:
 
 def check_lds(r: IsaReading) -> list[Violation]:
     if r.lds_bytes > LDS_PER_CU:
-        return [Violation("lds-budget", f"{r.lds_bytes} bytes of LDS, over the {LDS_PER_CU} per workgroup")]
+        return [
+            Violation(
+                "lds-budget", f"{r.lds_bytes} bytes of LDS, over the {LDS_PER_CU} per workgroup"
+            )
+        ]
     return []
 
 
 def check_occupancy(r: IsaReading) -> list[Violation]:
     occ = r.occupancy
     if occ.workgroups_per_cu < 1:
-        return [Violation("occupancy", f"no workgroup fits on a CU (limited by {occ.limited_by}: {occ.limits})")]
+        return [
+            Violation(
+                "occupancy",
+                f"no workgroup fits on a CU (limited by {occ.limited_by}: {occ.limits})",
+            )
+        ]
     return []
 
 
@@ -86,14 +123,22 @@ def check_mfma(r: IsaReading, input_dtype: str) -> list[Violation]:
     want = MFMA_INPUT_SUFFIX[input_dtype]
     mfma = r.histogram("v_mfma")
     if not mfma:
-        return [Violation("mfma", "no v_mfma instruction: the matrix products run on the vector ALU")]
+        return [
+            Violation("mfma", "no v_mfma instruction: the matrix products run on the vector ALU")
+        ]
     wrong = {name: n for name, n in mfma.items() if not name.endswith(want)}
-    return [Violation("mfma", f"{name} x{n} does not take {input_dtype} inputs") for name, n in wrong.items()]
+    return [
+        Violation("mfma", f"{name} x{n} does not take {input_dtype} inputs")
+        for name, n in wrong.items()
+    ]
 
 
 def check_narrow_global_loads(r: IsaReading) -> list[Violation]:
-    return [Violation("global-load-width", f"{name} x{r.instructions[name]}") for name in NARROW_GLOBAL_LOADS
-            if r.instructions[name]]
+    return [
+        Violation("global-load-width", f"{name} x{r.instructions[name]}")
+        for name in NARROW_GLOBAL_LOADS
+        if r.instructions[name]
+    ]
 
 
 def check_wide_global_loads(r: IsaReading) -> list[Violation]:
@@ -103,34 +148,51 @@ def check_wide_global_loads(r: IsaReading) -> list[Violation]:
 
 
 def check_fp32_accumulation(r: IsaReading) -> list[Violation]:
-    """Judged inside the kernel's loops, where an accumulation across key blocks is: an epilogue's
-    fused scale and convert (v_fma_mix with a zero addend, acc * (1/l) to fp16) is no accumulation."""
-    hits = {name: r.loop_instructions[name] for name in FP16_ACCUMULATION_SIGNATURE if r.loop_instructions[name]}
+    """Judged inside the kernel's loops, where an accumulation across key blocks is: an
+    epilogue's fused scale and convert (v_fma_mix with a zero addend, acc * (1/l) to fp16) is no
+    accumulation."""
+    hits = {
+        name: r.loop_instructions[name]
+        for name in FP16_ACCUMULATION_SIGNATURE
+        if r.loop_instructions[name]
+    }
     return [Violation("fp16-accumulation", f"{name} x{n}") for name, n in hits.items()]
 
 
-def check_all(r: IsaReading, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True) -> list[Violation]:
+def check_all(
+    r: IsaReading, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True
+) -> list[Violation]:
     """Every rule. A kernel with no matrix product (a reduction) is not asked for MFMA, and one
     that reads fp32 one element per thread is not asked for 128-bit loads; no kernel may
     make sub-dword global loads or accumulate in fp16."""
     return [
-        *check_identity(r), *check_spills(r), *check_lds(r), *check_occupancy(r),
-        *(check_mfma(r, input_dtype) if uses_mfma else []), *check_narrow_global_loads(r),
-        *(check_wide_global_loads(r) if wide_global_loads else []), *check_fp32_accumulation(r),
+        *check_identity(r),
+        *check_spills(r),
+        *check_lds(r),
+        *check_occupancy(r),
+        *(check_mfma(r, input_dtype) if uses_mfma else []),
+        *check_narrow_global_loads(r),
+        *(check_wide_global_loads(r) if wide_global_loads else []),
+        *check_fp32_accumulation(r),
     ]
 
 
-# Speed proxies (the CPU tier has no MI300X to time on): what a CPU can tell about gfx942 speed. Sub-dword LDS reads are one
+# Speed proxies (the CPU tier has no MI300X to time on): what a CPU can tell about gfx942 speed.
+# Sub-dword LDS reads are one
 # element per instruction (a B operand read across its rows, for example); with one wave per
 # SIMD or fewer, nothing hides the latency of a global load or an MFMA chain; and a load waited for
 # before any matrix instruction issues after it leaves the wave idle for the whole trip to memory.
-NARROW_LDS_READS = ("ds_read_u8", "ds_read_i8", "ds_read_u16", "ds_read_i16")  # _d16/_d16_hi forms too
+# _d16/_d16_hi forms too
+NARROW_LDS_READS = ("ds_read_u8", "ds_read_i8", "ds_read_u16", "ds_read_i16")
 MIN_WAVES_PER_SIMD = {64: 2.0, 128: 1.0}  # by head_dim
 
 
 def check_lds_read_width(r: IsaReading) -> list[Violation]:
-    return [Violation("lds-read-width", f"{name} x{n}") for prefix in NARROW_LDS_READS
-            for name, n in r.histogram(prefix).items()]
+    return [
+        Violation("lds-read-width", f"{name} x{n}")
+        for prefix in NARROW_LDS_READS
+        for name, n in r.histogram(prefix).items()
+    ]
 
 
 def check_waves_per_simd(r: IsaReading, head_dim: int) -> list[Violation]:
@@ -138,21 +200,33 @@ def check_waves_per_simd(r: IsaReading, head_dim: int) -> list[Violation]:
 
 
 def check_min_waves(r: IsaReading, want: float, what: str) -> list[Violation]:
-    """``want``: the floor (a foreign kernel's adapter declares its own); ``what`` names whose floor it is."""
+    """``want``: the floor (a foreign kernel's adapter declares its own); ``what`` names whose
+    floor it is."""
     occ = r.occupancy
     if occ.waves_per_simd < want:
-        return [Violation("waves-per-simd", f"{occ.waves_per_simd} at {what}, want >= {want} "
-                                            f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)")]
+        return [
+            Violation(
+                "waves-per-simd",
+                f"{occ.waves_per_simd} at {what}, want >= {want} "
+                f"(limited by {occ.limited_by}: {occ.limits} workgroups per CU)",
+            )
+        ]
     return []
 
 
 def check_load_overlap(r: IsaReading) -> list[Violation]:
-    """Every global load of the inner loop has an MFMA issued before its wait (tilegate/gfx942/latency.py):
-    the next K/V tile is in flight while this one's matrix products run."""
+    """Every global load of the inner loop has an MFMA issued before its wait
+    (tilegate/gfx942/latency.py): the next K/V tile is in flight while this one's matrix products
+    run."""
     p = r.latency
     if p.loads_not_overlapped:
-        return [Violation("load-overlap", f"{p.loads_not_overlapped} of the inner loop's {p.loads} global loads "
-                                          "are waited for (s_waitcnt vmcnt) before any MFMA issues after them")]
+        return [
+            Violation(
+                "load-overlap",
+                f"{p.loads_not_overlapped} of the inner loop's {p.loads} global loads "
+                "are waited for (s_waitcnt vmcnt) before any MFMA issues after them",
+            )
+        ]
     return []
 
 

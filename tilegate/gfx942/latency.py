@@ -1,8 +1,9 @@
-"""Latency proxies of a gfx942 kernel's inner loop, read from its disassembly (tilegate/gfx942/inner_loop.py
-finds the loop): what hides, or fails to hide, the latency of memory.
+"""Latency proxies of a gfx942 kernel's inner loop, read from its disassembly
+(tilegate/gfx942/inner_loop.py finds the loop): what hides, or fails to hide, the latency of memory.
 
 - **Loads not overlapped.** A global load whose ``s_waitcnt vmcnt`` is reached with no MFMA issued
-  since the load: the wave sits idle for the whole trip to memory. The loop body is walked twice in a
+  since the load: the wave sits idle for the whole trip to memory. The loop body is walked twice in
+  a
   row, so that a load issued for the next key block (a register prefetch) is judged by the wait it
   meets in the next iteration. vmcnt counts loads and stores, in issue order (AMD CDNA3 ISA guide,
   "Data dependency resolution"), so ``vmcnt(N)`` waits for all but the N newest. The body is in
@@ -44,7 +45,9 @@ def _mnemonic(text: str) -> str:
 
 
 def _is_vmem(mnemonic: str) -> bool:
-    return mnemonic.startswith(VMEM_PREFIXES) and any(kind in mnemonic for kind in ("_load", "_store", "_atomic"))
+    return mnemonic.startswith(VMEM_PREFIXES) and any(
+        kind in mnemonic for kind in ("_load", "_store", "_atomic")
+    )
 
 
 def _is_load(mnemonic: str) -> bool:
@@ -76,7 +79,8 @@ def unoverlapped_loads(body: list[str]) -> tuple[int, int]:
 
 
 def latency_proxies(body: list[str] | None) -> LatencyProxies:
-    """The proxies of an inner loop (tilegate.gfx942.inner_loop.inner_loop); NO_PROXIES without one."""
+    """The proxies of an inner loop (tilegate.gfx942.inner_loop.inner_loop); NO_PROXIES without
+    one."""
     if body is None:
         return NO_PROXIES
     names = [_mnemonic(text) for text in body]

@@ -8,9 +8,23 @@ import json
 
 from tilegate.gfx942.golden import GOLDEN_ROOT, REFERENCE_TOOLCHAIN
 
-KERNELS = (("flash_fwd", "prefill"), ("paged_extend", "extend"), ("paged_decode_split", "decode split"))
-COLUMNS = ("kernel", "d", "config", "loads not overlapped", "barriers/iter", "reduction LDS trips",
-           "llvm-mca cycles", "waves/SIMD", "VGPR", "ds_read_u16")
+KERNELS = (
+    ("flash_fwd", "prefill"),
+    ("paged_extend", "extend"),
+    ("paged_decode_split", "decode split"),
+)
+COLUMNS = (
+    "kernel",
+    "d",
+    "config",
+    "loads not overlapped",
+    "barriers/iter",
+    "reduction LDS trips",
+    "llvm-mca cycles",
+    "waves/SIMD",
+    "VGPR",
+    "ds_read_u16",
+)
 
 
 def latency_rows(tilelang: str, dtype: str = "fp16") -> list[list[str]]:
@@ -24,11 +38,20 @@ def latency_rows(tilelang: str, dtype: str = "fp16") -> list[list[str]]:
                 if config == "acc16":
                     continue  # the fp16-accumulating twins exist to be caught, not to be fast
                 s = json.loads(path.read_text())
-                rows.append([label, str(d), config,
-                             f"{s['loads_not_overlapped']} of {s['inner_loop_loads']}",
-                             str(s["barriers_per_iteration"]), str(s["reduction_lds_round_trips"]),
-                             f"{s['inner_loop_cycles']:g}", f"{s['occupancy']['waves_per_simd']:g}",
-                             str(s["vgpr_count"]), str(s["lds_reads"].get("ds_read_u16", 0))])
+                rows.append(
+                    [
+                        label,
+                        str(d),
+                        config,
+                        f"{s['loads_not_overlapped']} of {s['inner_loop_loads']}",
+                        str(s["barriers_per_iteration"]),
+                        str(s["reduction_lds_round_trips"]),
+                        f"{s['inner_loop_cycles']:g}",
+                        f"{s['occupancy']['waves_per_simd']:g}",
+                        str(s["vgpr_count"]),
+                        str(s["lds_reads"].get("ds_read_u16", 0)),
+                    ]
+                )
     return rows
 
 

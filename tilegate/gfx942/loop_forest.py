@@ -1,4 +1,5 @@
-"""The loops of a gfx942 listing as a control-flow graph sees them (tilegate/gfx942/inner_loop.py picks one).
+"""The loops of a gfx942 listing as a control-flow graph sees them (tilegate/gfx942/inner_loop.py
+picks one).
 
 A loop is a strongly connected set of basic blocks. Address spans (a backward branch and its
 target) are not enough: LLVM lays a loop out rotated, entered in its middle, and moves a
@@ -111,7 +112,8 @@ def _loops_in(nodes: set[int], edges: dict[int, list[int]]) -> list[Loop]:
             continue  # a block that is no loop
         entered = sorted(b for b in comp if any(b in edges.get(p, ()) for p in set(edges) - comp))
         header = entered[0] if entered else min(comp)
-        cut = {b: [s for s in edges.get(b, ()) if s != header] for b in comp}  # the loop's back edges
+        # the loop's back edges
+        cut = {b: [s for s in edges.get(b, ()) if s != header] for b in comp}
         found.append(Loop(frozenset(comp), header, _loops_in(comp - {header}, cut)))
     return found
 
@@ -146,4 +148,5 @@ def execution_order(blocks: list[Block], loop: Loop) -> list[int]:
             seen.add(nxt)
             work.append((nxt, iter(blocks[nxt].successors)))
     order = post[::-1]
-    return order + sorted(loop.blocks - set(order))  # blocks the header does not reach (a second entry)
+    # blocks the header does not reach (a second entry)
+    return order + sorted(loop.blocks - set(order))

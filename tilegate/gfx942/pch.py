@@ -5,11 +5,11 @@ HIP templates, about 2.4 MB of C++ once preprocessed. Parsing it was 1.2 s of ea
 (docs/cpu-tier.md). The block is compiled once per toolchain into a clang PCH, kept in
 the compile cache, and every build of a source that opens with that block includes it precompiled.
 
-A PCH changes no byte of the code object (``suite/library/test_toolchain.py`` builds one kernel both ways
-and compares). clang has no driver mode that writes a HIP device PCH, so the PCH is written by the
-driver's own front-end command for the block (``clang -###``), told to emit a PCH instead of an
-object. Where that cannot be done, a build goes on without one: slower, never different.
-"""
+A PCH changes no byte of the code object (``suite/library/test_toolchain.py`` builds one kernel
+both ways and compares). clang has no driver mode that writes a HIP device PCH, so the PCH is
+written by the driver's own front-end command for the block (``clang -###``), told to emit a PCH
+instead of an object. Where that cannot be done, a build goes on without one: slower, never
+different."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from pathlib import Path
 from tilegate.gfx942.toolchain import Toolchain
 
 PCH_FORMAT = "1"  # bump when how a PCH is made changes
-_cannot_build: set[str] = set()  # keys whose PCH failed in this process: not tried (and warned about) per build
+# keys whose PCH failed in this process: not tried (and warned about) per build
+_cannot_build: set[str] = set()
 
 
 def include_block(source: str) -> str:
@@ -40,9 +41,14 @@ def include_block(source: str) -> str:
 
 
 def _front_end_command(toolchain: Toolchain, header: Path, pch: Path) -> list[str] | None:
-    """The clang -cc1 command the driver would run for ``header`` as a HIP source, emitting a PCH."""
-    plan = subprocess.run([str(toolchain.clang), *toolchain.compile_flags, "-###", "-o", "unused.hsaco", str(header)],
-                          capture_output=True, text=True, cwd=header.parent)
+    """The clang -cc1 command the driver would run for ``header`` as a HIP source, emitting a
+    PCH."""
+    plan = subprocess.run(
+        [str(toolchain.clang), *toolchain.compile_flags, "-###", "-o", "unused.hsaco", str(header)],
+        capture_output=True,
+        text=True,
+        cwd=header.parent,
+    )
     jobs = [shlex.split(line) for line in plan.stderr.splitlines() if line.startswith(' "')]
     cc1 = next((job for job in jobs if "-cc1" in job and "-emit-obj" in job), None)
     if plan.returncode or cc1 is None or cc1[-1] != str(header) or cc1.count("-o") != 1:
@@ -75,9 +81,15 @@ def precompiled_header(source: str, toolchain: Toolchain, cache_dir: Path) -> Pa
         cmd = _front_end_command(toolchain, header, staged)
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp) if cmd else None
         if proc is None or proc.returncode or not staged.is_file():
-            why = "the driver's plan has no single front-end job" if proc is None else proc.stderr[-500:]
-            warnings.warn(f"tilegate: no precompiled header for the gfx942 builds ({why}); building without",
-                          stacklevel=2)
+            why = (
+                "the driver's plan has no single front-end job"
+                if proc is None
+                else proc.stderr[-500:]
+            )
+            warnings.warn(
+                f"tilegate: no precompiled header for the gfx942 builds ({why}); building without",
+                stacklevel=2,
+            )
             _cannot_build.add(key)
             return None
         os.replace(staged, pch)  # atomic: a reader sees the whole PCH or none
@@ -85,6 +97,8 @@ def precompiled_header(source: str, toolchain: Toolchain, cache_dir: Path) -> Pa
 
 
 def discard(pch: Path, why: str) -> None:
-    warnings.warn(f"tilegate: discarded the precompiled header {pch} ({why}); the build ran without it",
-                  stacklevel=2)
+    warnings.warn(
+        f"tilegate: discarded the precompiled header {pch} ({why}); the build ran without it",
+        stacklevel=2,
+    )
     pch.unlink(missing_ok=True)

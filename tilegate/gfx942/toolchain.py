@@ -24,9 +24,16 @@ from tilegate.paths import REPO_ROOT
 # MI300X's runtime target id: sramecc on, xnack off. A bare "gfx942" means xnack "any",
 # which compiles as xnack on (more VGPRs, lower occupancy than the device gets).
 GFX942_TARGET_ID = "gfx942:sramecc+:xnack-"
-INSTALL_HINT = "run scripts/install-gfx942-toolchain.sh (Debian 12) or set ROCM_PATH to a ROCm install"
+INSTALL_HINT = (
+    "run scripts/install-gfx942-toolchain.sh (Debian 12) or set ROCM_PATH to a ROCm install"
+)
 # hipcc passes these to ROCm's clang; the cross build passes them too, so both inline alike.
-ROCM_LLVM_FLAGS = ("-mllvm", "-amdgpu-early-inline-all=true", "-mllvm", "-amdgpu-function-calls=false")
+ROCM_LLVM_FLAGS = (
+    "-mllvm",
+    "-amdgpu-early-inline-all=true",
+    "-mllvm",
+    "-amdgpu-function-calls=false",
+)
 # The cross build's clang 19 folds __builtin_amdgcn_wavefrontsize() only at instruction selection,
 # after control flow is laid out: TileLang's reductions (`if (offset >= warpSize)`) keep their
 # wave32 LDS path, barriers included, as blocks that never run on wave64. LLVM 20 folds it in the
@@ -59,13 +66,17 @@ class Toolchain:
 
 
 def tilelang_include_flags() -> list[str]:
-    # Found without importing tilelang (which imports torch: seconds for a process that only builds).
+    # Found without importing tilelang (which imports torch: seconds for a process that only
+    # builds).
     spec = importlib.util.find_spec("tilelang")
     if spec is None or spec.origin is None:
-        raise ToolchainMissing("tilelang is not installed: its HIP templates are part of every gfx942 build")
+        raise ToolchainMissing(
+            "tilelang is not installed: its HIP templates are part of every gfx942 build"
+        )
     root = Path(spec.origin).parent
     dirs = [root / "src", root / "src" / "tl_templates" / "hip"]
-    ck = root / "3rdparty" / "composable_kernel" / "include"  # TileLang 0.1.12's HIP templates need ck_tile
+    # TileLang 0.1.12's HIP templates need ck_tile
+    ck = root / "3rdparty" / "composable_kernel" / "include"
     if ck.is_dir():
         dirs.append(ck)
     return [f"-I{d}" for d in dirs]
@@ -73,9 +84,15 @@ def tilelang_include_flags() -> list[str]:
 
 def _common_flags() -> list[str]:
     return [
-        "-x", "hip", f"--offload-arch={GFX942_TARGET_ID}", "--offload-device-only",
+        "-x",
+        "hip",
+        f"--offload-arch={GFX942_TARGET_ID}",
+        "--offload-device-only",
         "--no-gpu-bundle-output",  # write the code object ELF itself, no offload bundle
-        "-O3", "-std=c++17", "-Wno-everything", *ROCM_LLVM_FLAGS,
+        "-O3",
+        "-std=c++17",
+        "-Wno-everything",
+        *ROCM_LLVM_FLAGS,
     ]
 
 
@@ -93,7 +110,9 @@ def _hip_version(include_dir: Path) -> str:
         parts = line.split()
         if len(parts) == 3 and parts[0] == "#define" and parts[1].startswith("HIP_VERSION_"):
             fields[parts[1]] = parts[2].strip('"')
-    return "hip {}.{}.{}".format(*(fields.get(f"HIP_VERSION_{k}", "?") for k in ("MAJOR", "MINOR", "PATCH")))
+    return "hip {}.{}.{}".format(
+        *(fields.get(f"HIP_VERSION_{k}", "?") for k in ("MAJOR", "MINOR", "PATCH"))
+    )
 
 
 def _rocm_toolchain() -> Toolchain | None:
@@ -104,10 +123,24 @@ def _rocm_toolchain() -> Toolchain | None:
         return None
     rocwmma = root / "include" / "rocwmma" / "rocwmma.hpp"
     shim = [] if rocwmma.is_file() else [f"-I{_shim_dir()}"]
-    flags = (*_common_flags(), f"--rocm-path={root}", *tilelang_include_flags(), *shim,
-             "-include", "hip/hip_bfloat16.h")
+    flags = (
+        *_common_flags(),
+        f"--rocm-path={root}",
+        *tilelang_include_flags(),
+        *shim,
+        "-include",
+        "hip/hip_bfloat16.h",
+    )
     version = f"{_first_line([str(clang), '--version'])} | {_hip_version(root / 'include')}"
-    return Toolchain("rocm", clang, llvm / "llvm-objdump", llvm / "llvm-readelf", llvm / "llvm-mca", tuple(flags), version)
+    return Toolchain(
+        "rocm",
+        clang,
+        llvm / "llvm-objdump",
+        llvm / "llvm-readelf",
+        llvm / "llvm-mca",
+        tuple(flags),
+        version,
+    )
 
 
 def cross_prefix() -> Path:
@@ -120,26 +153,50 @@ def _shim_dir() -> Path:
 
 def _debian_cross_toolchain() -> Toolchain:
     prefix = cross_prefix()
-    found = {name: shutil.which(f"{name}-19") for name in ("clang++", "llvm-objdump", "llvm-readelf", "llvm-mca")}
+    found = {
+        name: shutil.which(f"{name}-19")
+        for name in ("clang++", "llvm-objdump", "llvm-readelf", "llvm-mca")
+    }
     missing = [f"{name}-19" for name, path in found.items() if path is None]
     tools = {name: path for name, path in found.items() if path is not None}
     if missing:
-        raise ToolchainMissing(f"gfx942 cross toolchain: {', '.join(missing)} not on PATH; {INSTALL_HINT}")
+        raise ToolchainMissing(
+            f"gfx942 cross toolchain: {', '.join(missing)} not on PATH; {INSTALL_HINT}"
+        )
     if not (prefix / ".complete").is_file():
-        raise ToolchainMissing(f"gfx942 cross toolchain: HIP headers/device libs not in {prefix}; {INSTALL_HINT}")
+        raise ToolchainMissing(
+            f"gfx942 cross toolchain: HIP headers/device libs not in {prefix}; {INSTALL_HINT}"
+        )
     usr = prefix / "usr"
     flags = (
-        *_common_flags(), f"--rocm-path={usr}", f"--hip-path={usr}",
+        *_common_flags(),
+        f"--rocm-path={usr}",
+        f"--hip-path={usr}",
         f"--rocm-device-lib-path={usr}/lib/llvm-17/lib/clang/17/amdgcn/bitcode",
-        *tilelang_include_flags(), f"-I{prefix / 'shim'}", "-include", "hip/hip_bfloat16.h", *CROSS_WAVE_SIZE_FLAGS,
+        *tilelang_include_flags(),
+        f"-I{prefix / 'shim'}",
+        "-include",
+        "hip/hip_bfloat16.h",
+        *CROSS_WAVE_SIZE_FLAGS,
     )
     packages = (prefix / "PACKAGES").read_text().split()
-    version = f"{_first_line([tools['clang++'], '--version'])} | {_hip_version(usr / 'include')} | {' '.join(packages)}"
-    return Toolchain("debian-cross", Path(tools["clang++"]), Path(tools["llvm-objdump"]),
-                     Path(tools["llvm-readelf"]), Path(tools["llvm-mca"]), flags, version)
+    version = (
+        f"{_first_line([tools['clang++'], '--version'])} | {_hip_version(usr / 'include')} "
+        f"| {' '.join(packages)}"
+    )
+    return Toolchain(
+        "debian-cross",
+        Path(tools["clang++"]),
+        Path(tools["llvm-objdump"]),
+        Path(tools["llvm-readelf"]),
+        Path(tools["llvm-mca"]),
+        flags,
+        version,
+    )
 
 
 @functools.cache
 def find_toolchain() -> Toolchain:
-    """ROCm's compiler when present, else the Debian cross toolchain; ToolchainMissing if neither."""
+    """ROCm's compiler when present, else the Debian cross toolchain; ToolchainMissing if
+    neither."""
     return _rocm_toolchain() or _debian_cross_toolchain()

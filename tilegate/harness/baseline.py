@@ -32,11 +32,17 @@ class Regression:
 
     def __str__(self) -> str:
         if self.baseline is None:
-            return f"{self.key}: no baseline entry for {self.figure} (record one with the tier's --update-*-baseline)"
+            return (
+                f"{self.key}: no baseline entry for {self.figure} (record one with the tier's "
+                "--update-*-baseline)"
+            )
         if self.value is None:
             return f"{self.key}: {self.figure}: no value this run (baseline {self.baseline:.3g})"
         note = f", {self.note}" if self.note else ""
-        return f"{self.key}: {self.figure} {self.value:.3g}, baseline {self.baseline:.3g} (allowed {self.bound}{note})"
+        return (
+            f"{self.key}: {self.figure} {self.value:.3g}, baseline {self.baseline:.3g} "
+            f"(allowed {self.bound}{note})"
+        )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The stress tier's engine (suite/stress/test_stress.py): one launch repeated on the same inputs, each
-output compared bit for bit with the first, alone and then with a second stream of copies
+"""The stress tier's engine (suite/stress/test_stress.py): one launch repeated on the same inputs,
+each output compared bit for bit with the first, alone and then with a second stream of copies
 competing for the GPU.
 
 A race on an asynchronous path (TMA, cp.async on mbarriers, a producer warpgroup, a register
@@ -40,8 +40,9 @@ def cuda_source_shows(path: str, source: str) -> bool:
         return "tma_load" in source
     if path == PRODUCER_WARPGROUP:
         return "mbarrier_cp_async_arrive" in source
-    if path == REGISTER_PREFETCH:  # the next block's K written into its registers before this block's first product
-        loop = source[source.find("for (int kb = 0;"):].splitlines()
+    # the next block's K written into its registers before this block's first product
+    if path == REGISTER_PREFETCH:
+        loop = source[source.find("for (int kb = 0;") :].splitlines()
         for line in loop:
             if "wgmma" in line or "mma_sync" in line:
                 return False
@@ -91,9 +92,14 @@ class CompetingCopies:
         self.stream.synchronize()
 
 
-def repeat_bitwise(launch: Callable[[], torch.Tensor], first: torch.Tensor, repeats: int,
-                   competitor: CompetingCopies | None = None) -> StressPass:
-    """Run ``launch`` ``repeats`` times; count the repeats whose output's bits differ from ``first``'s."""
+def repeat_bitwise(
+    launch: Callable[[], torch.Tensor],
+    first: torch.Tensor,
+    repeats: int,
+    competitor: CompetingCopies | None = None,
+) -> StressPass:
+    """Run ``launch`` ``repeats`` times; count the repeats whose output's bits differ from
+    ``first``'s."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     want = _bits(first)
@@ -109,5 +115,10 @@ def repeat_bitwise(launch: Callable[[], torch.Tensor], first: torch.Tensor, repe
     if competitor is not None:
         competitor.drain()
     seconds = time.perf_counter() - start
-    return StressPass(repeats, int((counts > 0).sum()), int(counts.max()), seconds,
-                      competitor.name if competitor else "")
+    return StressPass(
+        repeats,
+        int((counts > 0).sum()),
+        int(counts.max()),
+        seconds,
+        competitor.name if competitor else "",
+    )

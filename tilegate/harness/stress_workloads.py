@@ -44,8 +44,12 @@ def _prefill(case: StressCase, cfg, device: str, defect) -> StressWorkload:
         out.fill_(float("nan"))
         return flash_attention(s, cfg, q, k, v, out=out, defect=defect)
 
-    return StressWorkload(launch, lambda o: judge(o, ref_attention(q, k, v, causal=s.causal),
-                                                  ref_attention_lowp(q, k, v, causal=s.causal)))
+    return StressWorkload(
+        launch,
+        lambda o: judge(
+            o, ref_attention(q, k, v, causal=s.causal), ref_attention_lowp(q, k, v, causal=s.causal)
+        ),
+    )
 
 
 def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
@@ -53,7 +57,11 @@ def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
     batch = paged_inputs(case, device)
     args = batch.args(decode)
     index_args = (batch.req_to_token, batch.req_pool_indices, batch.seq_lens)
-    meta = prepare_decode(*index_args, device) if decode else prepare_extend(*index_args, batch.extend_lens, device)
+    meta = (
+        prepare_decode(*index_args, device)
+        if decode
+        else prepare_extend(*index_args, batch.extend_lens, device)
+    )
     out = torch.empty_like(batch.q)
     step = decode_batch if decode else extend_batch
 
@@ -63,6 +71,7 @@ def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
 
     def judge_out(o: torch.Tensor) -> Verdict:
         ref = ref_paged_decode(*args) if decode else ref_paged_extend(*args)
-        return judge(o, ref, baseline_paged_extend(*batch.args(False)))  # decode is extend with one new token each
+        # decode is extend with one new token each
+        return judge(o, ref, baseline_paged_extend(*batch.args(False)))
 
     return StressWorkload(launch, judge_out)

@@ -1,4 +1,5 @@
-"""Workloads that more than one tier launches (the sanitizer and the counters run the same paged batches)."""
+"""Workloads that more than one tier launches (the sanitizer and the counters run the same paged
+batches)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from tilegate.serving.paged import paged_decode, paged_extend
 
 def launch_paged(batch: PagedBatch, decode: bool, cfg) -> torch.Tensor:
     """SGLang's paged decode or extend over ``batch``, with tile config ``cfg``."""
-    common = (batch.q, batch.k_pool, batch.v_pool, batch.req_to_token, batch.req_pool_indices, batch.seq_lens)
+    common = (
+        batch.q,
+        batch.k_pool,
+        batch.v_pool,
+        batch.req_to_token,
+        batch.req_pool_indices,
+        batch.seq_lens,
+    )
     if decode:
         return paged_decode(*common, cfg=cfg)
     return paged_extend(*common, batch.extend_lens, cfg=cfg)

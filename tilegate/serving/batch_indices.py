@@ -49,9 +49,15 @@ def _host_facts(**named) -> dict:
 
 
 def _check(batch: int, r2t, req, lens, new=None) -> None:
-    if lens.shape != (batch,) or req.shape != (batch,) or (new is not None and new.shape != (batch,)):
-        raise ValueError(f"seq_lens {tuple(lens.shape)}, req_pool_indices {tuple(req.shape)} and extend_lens "
-                         f"must be [{batch}]")
+    if (
+        lens.shape != (batch,)
+        or req.shape != (batch,)
+        or (new is not None and new.shape != (batch,))
+    ):
+        raise ValueError(
+            f"seq_lens {tuple(lens.shape)}, req_pool_indices {tuple(req.shape)} and extend_lens "
+            f"must be [{batch}]"
+        )
     if not batch:
         return
     named = {"req_to_token": r2t, "req_pool_indices": req, "seq_lens": lens}
@@ -66,23 +72,38 @@ def _check(batch: int, r2t, req, lens, new=None) -> None:
     if facts["seq_lens"][1] > r2t.shape[1]:
         raise ValueError(f"seq_len {facts['seq_lens'][1]} > req_to_token's {r2t.shape[1]} columns")
     if facts["req_pool_indices"][1] >= r2t.shape[0]:
-        raise ValueError(f"req_pool_indices reach {facts['req_pool_indices'][1]}, req_to_token has {r2t.shape[0]} rows")
+        raise ValueError(
+            f"req_pool_indices reach {facts['req_pool_indices'][1]}, req_to_token has "
+            f"{r2t.shape[0]} rows"
+        )
     if new is not None and (facts["extend_lens"][0] < 1 or facts["seq_lens - extend_lens"][0] < 0):
         raise ValueError("every request needs 1 <= extend_len <= seq_len")
 
 
 def prepare_decode(req_to_token, req_pool_indices, seq_lens, device) -> BatchIndices:
-    r2t, req, lens = (_int32(n, t, device) for n, t in (("req_to_token", req_to_token),
-                                                         ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens)))
+    r2t, req, lens = (
+        _int32(n, t, device)
+        for n, t in (
+            ("req_to_token", req_to_token),
+            ("req_pool_indices", req_pool_indices),
+            ("seq_lens", seq_lens),
+        )
+    )
     _check(lens.shape[0] if lens.dim() == 1 else -1, r2t, req, lens)
     r2t, req, lens = (t.to(torch.int32).contiguous() for t in (r2t, req, lens))
     return BatchIndices(r2t, req, lens, tokens=lens.shape[0])
 
 
 def prepare_extend(req_to_token, req_pool_indices, seq_lens, extend_lens, device) -> BatchIndices:
-    r2t, req, lens, new = (_int32(n, t, device) for n, t in (
-        ("req_to_token", req_to_token), ("req_pool_indices", req_pool_indices), ("seq_lens", seq_lens),
-        ("extend_lens", extend_lens)))
+    r2t, req, lens, new = (
+        _int32(n, t, device)
+        for n, t in (
+            ("req_to_token", req_to_token),
+            ("req_pool_indices", req_pool_indices),
+            ("seq_lens", seq_lens),
+            ("extend_lens", extend_lens),
+        )
+    )
     _check(new.shape[0] if new.dim() == 1 else -1, r2t, req, lens, new)
     r2t, req, lens, new = (t.to(torch.int32).contiguous() for t in (r2t, req, lens, new))
     tokens = int(new.sum()) if new.numel() else 0  # one more read, still once per batch

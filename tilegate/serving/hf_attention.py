@@ -27,14 +27,25 @@ def attention_function(defect: PrefillDefect | None = None):
     """transformers' attention signature over the kernel. ``defect`` builds the kernel with a
     planted bug (a PrefillDefect): the gate's sensitivity tests register such twins."""
 
-    def tilegate_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                           is_causal=None, **kwargs):
+    def tilegate_attention(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=0.0,
+        scaling=None,
+        is_causal=None,
+        **kwargs,
+    ):
         require_causal_mask(attention_mask, query.shape[2], key.shape[2])
         if dropout:
             raise ValueError("tilegate attention has no dropout")
         head_dim = query.shape[-1]
         if scaling is not None and not math.isclose(scaling, head_dim**-0.5, rel_tol=1e-6):
-            raise ValueError(f"softmax scale {scaling} is not head_dim^-1/2, the only one the prefill kernel has")
+            raise ValueError(
+                f"softmax scale {scaling} is not head_dim^-1/2, the only one the prefill kernel has"
+            )
         dtype = dtype_name(query.dtype)
         if dtype is None:
             raise ValueError(f"tilegate attention runs fp16/bf16 models, got {query.dtype}")
@@ -46,8 +57,9 @@ def attention_function(defect: PrefillDefect | None = None):
     return tilegate_attention
 
 
-def paged_attention_function(extend_defect: ExtendDefect | None = None,
-                             combine_defect: CombineDefect | None = None):
+def paged_attention_function(
+    extend_defect: ExtendDefect | None = None, combine_defect: CombineDefect | None = None
+):
     """transformers' attention signature over SGLang's paged kernels: the cached keys and values
     become a one-request token pool (req_to_token = 0..seq_k-1), prompts and cached-prefix
     extends run the paged extend kernel, single-token steps the split-KV decode. Batch 1 only.
@@ -56,17 +68,30 @@ def paged_attention_function(extend_defect: ExtendDefect | None = None,
 
     from tilegate.serving import paged
 
-    def tilegate_paged_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                                 is_causal=None, **kwargs):
+    def tilegate_paged_attention(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=0.0,
+        scaling=None,
+        is_causal=None,
+        **kwargs,
+    ):
         require_causal_mask(attention_mask, query.shape[2], key.shape[2])
         if dropout or query.shape[0] != 1:
             raise ValueError("tilegate-paged attention takes one prompt (batch 1), no dropout")
         seq_q, seq_k = query.shape[2], key.shape[2]
         q = query[0].transpose(0, 1).contiguous()  # [seq_q, hq, d]
-        k_pool, v_pool = (t[0].transpose(0, 1).contiguous() for t in (key, value))  # [seq_k, hkv, d]
+        # [seq_k, hkv, d]
+        k_pool, v_pool = (t[0].transpose(0, 1).contiguous() for t in (key, value))
         dev = q.device
         r2t = torch.arange(seq_k, device=dev, dtype=torch.int32)[None]
-        req, lens = torch.zeros(1, dtype=torch.int32, device=dev), torch.tensor([seq_k], dtype=torch.int32, device=dev)
+        req, lens = (
+            torch.zeros(1, dtype=torch.int32, device=dev),
+            torch.tensor([seq_k], dtype=torch.int32, device=dev),
+        )
         if seq_q == 1:
             meta = paged.prepare_decode(r2t, req, lens, dev)
             out = paged.decode_batch(meta, q, k_pool, v_pool, scaling, defect=combine_defect)

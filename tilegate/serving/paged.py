@@ -30,16 +30,27 @@ from tilegate.serving.batch_indices import BatchIndices, prepare_decode, prepare
 
 
 def _shape(q, k_pool, v_pool) -> AttentionShape:
-    if q.dim() != 3 or k_pool.dim() != 3 or k_pool.shape != v_pool.shape or q.shape[-1] != k_pool.shape[-1]:
-        raise ValueError(f"expected q [tokens, hq, d], pools [pool, hkv, d]; got {tuple(q.shape)}, "
-                         f"{tuple(k_pool.shape)}, {tuple(v_pool.shape)}")
+    if (
+        q.dim() != 3
+        or k_pool.dim() != 3
+        or k_pool.shape != v_pool.shape
+        or q.shape[-1] != k_pool.shape[-1]
+    ):
+        raise ValueError(
+            f"expected q [tokens, hq, d], pools [pool, hkv, d]; got {tuple(q.shape)}, "
+            f"{tuple(k_pool.shape)}, {tuple(v_pool.shape)}"
+        )
     dtype = dtype_name(q.dtype)
     if dtype is None or k_pool.dtype != q.dtype or v_pool.dtype != q.dtype:
-        raise ValueError(f"q {q.dtype}, k_pool {k_pool.dtype}, v_pool {v_pool.dtype}: need one of fp16/bf16 for all")
+        raise ValueError(
+            f"q {q.dtype}, k_pool {k_pool.dtype}, v_pool {v_pool.dtype}: need one of fp16/bf16 for "
+            "all"
+        )
     for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
         if not t.is_contiguous():  # a copy here would be the whole pool, per layer and batch
             raise ValueError(f"{name} must be contiguous (SGLang's token pools are)")
-    return AttentionShape(q.shape[1], k_pool.shape[1], q.shape[2], True, dtype)  # ShapeError on bad heads/dims
+    # ShapeError on bad heads/dims
+    return AttentionShape(q.shape[1], k_pool.shape[1], q.shape[2], True, dtype)
 
 
 def _dense(q: torch.Tensor) -> torch.Tensor:
@@ -52,14 +63,29 @@ def _dense(q: torch.Tensor) -> torch.Tensor:
 def _output(out: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     if out is None:
         return torch.empty_like(like)
-    if out.shape != like.shape or out.dtype != like.dtype or out.device != like.device or not out.is_contiguous():
-        raise ValueError(f"out is {tuple(out.shape)} {out.dtype} on {out.device}, need a dense "
-                         f"{tuple(like.shape)} {like.dtype} on {like.device}")
+    if (
+        out.shape != like.shape
+        or out.dtype != like.dtype
+        or out.device != like.device
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"out is {tuple(out.shape)} {out.dtype} on {out.device}, need a dense "
+            f"{tuple(like.shape)} {like.dtype} on {like.device}"
+        )
     return out
 
 
-def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
-                 defect: ExtendDefect | None = None, out=None):
+def extend_batch(
+    meta: BatchIndices,
+    q,
+    k_pool,
+    v_pool,
+    scale=None,
+    cfg=None,
+    defect: ExtendDefect | None = None,
+    out=None,
+):
     """Paged extend over a prepared batch: no value is read back to the host. ``out`` (q's shape)
     may be given. ``defect`` plants an ExtendDefect (sensitivity tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
@@ -69,16 +95,38 @@ def extend_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
         raise ValueError(f"q has {q.shape[0]} tokens, extend_lens add up to {meta.tokens}")
     cfg = cfg or default_config(local_target(), shape.head_dim, EXTEND_TABLES)
     out = _output(out, q)
-    launch(paged_extend_factory, shape, cfg, q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
-           meta.seq_lens, meta.extend_lens, meta.extend_starts, out, softmax_scale=scale, defect=defect)
+    launch(
+        paged_extend_factory,
+        shape,
+        cfg,
+        q,
+        k_pool,
+        v_pool,
+        meta.req_to_token,
+        meta.req_pool_indices,
+        meta.seq_lens,
+        meta.extend_lens,
+        meta.extend_starts,
+        out,
+        softmax_scale=scale,
+        defect=defect,
+    )
     return out
 
 
-def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
-                 defect: CombineDefect | None = None, out=None):
-    """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe). ``out``
-    (q's shape) may be given. ``defect`` plants a CombineDefect in the combine step (sensitivity
-    tests only)."""
+def decode_batch(
+    meta: BatchIndices,
+    q,
+    k_pool,
+    v_pool,
+    scale=None,
+    cfg=None,
+    defect: CombineDefect | None = None,
+    out=None,
+):
+    """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
+    ``out`` (q's shape) may be given. ``defect`` plants a CombineDefect in the combine step
+    (sensitivity tests only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
@@ -87,13 +135,27 @@ def decode_batch(meta: BatchIndices, q, k_pool, v_pool, scale=None, cfg=None,
     batch, heads, dim = q.shape
     o_part = torch.empty(batch, heads, cfg.num_splits, dim, dtype=torch.float32, device=q.device)
     lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=q.device)
-    launch(paged_decode_split, shape, cfg, q, k_pool, v_pool, meta.req_to_token, meta.req_pool_indices,
-           meta.seq_lens, o_part, lse, softmax_scale=scale)
+    launch(
+        paged_decode_split,
+        shape,
+        cfg,
+        q,
+        k_pool,
+        v_pool,
+        meta.req_to_token,
+        meta.req_pool_indices,
+        meta.seq_lens,
+        o_part,
+        lse,
+        softmax_scale=scale,
+    )
     launch(paged_decode_combine, shape, cfg, o_part, lse, out, defect=defect)
     return out
 
 
-def paged_extend(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens, scale=None, cfg=None):
+def paged_extend(
+    q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, extend_lens, scale=None, cfg=None
+):
     meta = prepare_extend(req_to_token, req_pool_indices, seq_lens, extend_lens, q.device)
     return extend_batch(meta, q, k_pool, v_pool, scale, cfg)
 

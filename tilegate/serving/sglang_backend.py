@@ -4,9 +4,11 @@ SGLang (0.5.23) hands a backend, per attention layer and batch:
   q            [tokens, q_heads * head_dim]  (view as [tokens, q_heads, head_dim])
   k, v         [tokens, kv_heads, head_dim]  the new tokens' keys and values
   forward_batch.out_cache_loc                [tokens] pool slots for those new K/V
-  forward_batch.req_pool_indices, seq_lens   [batch]; extend also extend_prefix_lens, extend_seq_lens
+  forward_batch.req_pool_indices, seq_lens   [batch]; extend also extend_prefix_lens,
+  extend_seq_lens
   model_runner.req_to_token_pool.req_to_token [max_reqs, max_context]
-  model_runner.token_to_kv_pool              get_key_buffer(layer_id) [pool_tokens, kv_heads, head_dim]
+  model_runner.token_to_kv_pool              get_key_buffer(layer_id) [pool_tokens, kv_heads,
+  head_dim]
 and expects [tokens, q_heads * head_dim] back in q's dtype. Like SGLang's torch_native backend,
 this one first writes the new K/V into the pool (set_kv_buffer), then attends over the pool.
 
@@ -50,7 +52,9 @@ class KernelOps:
         try:
             local_target()
         except NoLocalTarget as exc:
-            raise UnsupportedByTileLangBackend(f"the tilelang backend cannot run here: {exc}") from exc
+            raise UnsupportedByTileLangBackend(
+                f"the tilelang backend cannot run here: {exc}"
+            ) from exc
         from tilegate.serving import paged
 
         self.extend, self.decode = paged.extend_batch, paged.decode_batch
@@ -69,14 +73,18 @@ class TileLangAttnBackend(AttentionBackend):
         self.device = model_runner.device
         self.req_to_token_pool = model_runner.req_to_token_pool
         self.token_to_kv_pool = model_runner.token_to_kv_pool
-        # (the forward batch it was prepared for, or None for a graph's decode batches; its BatchIndices)
+        # (the forward batch it was prepared for, or None for a graph's decode batches; its
+        # BatchIndices)
         self.forward_metadata: tuple | None = None
         self._checked_layers: set[int] = set()
         logger.info("tilelang attention backend: %s ops", self.mode)
 
     def init_forward_metadata(self, forward_batch):
         """Once per batch: validate and narrow its index tensors (the only host reads)."""
-        self.forward_metadata = (forward_batch, _prepare(self.req_to_token_pool.req_to_token, forward_batch))
+        self.forward_metadata = (
+            forward_batch,
+            _prepare(self.req_to_token_pool.req_to_token, forward_batch),
+        )
 
     # ---- CUDA/HIP graphs (SGLang captures decode steps by default) ----------------------
     # SGLang 0.5.23's contract (AttentionBackend's docstring): init_cuda_graph_state once, then
@@ -86,8 +94,12 @@ class TileLangAttnBackend(AttentionBackend):
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int, kv_indices_buf=None):
         """Static index buffers the captured kernels read; each replay refills them in place."""
         self.graph_req_pool_indices = torch.zeros(max_bs, dtype=torch.int32, device=self.device)
-        self.graph_seq_lens = torch.full((max_bs,), self.get_cuda_graph_seq_len_fill_value(),
-                                         dtype=torch.int32, device=self.device)
+        self.graph_seq_lens = torch.full(
+            (max_bs,),
+            self.get_cuda_graph_seq_len_fill_value(),
+            dtype=torch.int32,
+            device=self.device,
+        )
 
     def get_cuda_graph_seq_len_fill_value(self):
         return 1  # padded requests of a graph batch: one key each, a length the kernels accept
@@ -96,13 +108,17 @@ class TileLangAttnBackend(AttentionBackend):
         """Before a capture: point the captured kernels at the static buffers. Before a replay:
         check the new batch (one host read), then refill those buffers with it."""
         fb = forward_batch
-        _check_graph_mode(fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None))
+        _check_graph_mode(
+            fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None)
+        )
         bs = fb.batch_size
         req_pool_indices, seq_lens = fb.req_pool_indices[:bs], fb.seq_lens[:bs]
         if not in_capture:  # at capture the buffers hold fill values, not a batch
             from tilegate.serving.batch_indices import prepare_decode
 
-            prepare_decode(self.req_to_token_pool.req_to_token, req_pool_indices, seq_lens, self.device)
+            prepare_decode(
+                self.req_to_token_pool.req_to_token, req_pool_indices, seq_lens, self.device
+            )
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
         self.graph_seq_lens[:bs].copy_(seq_lens)
         self.forward_metadata = (None, self._graph_batch(bs))  # any decode batch of this graph
@@ -112,8 +128,12 @@ class TileLangAttnBackend(AttentionBackend):
 
         r2t = self.req_to_token_pool.req_to_token
         if r2t.dtype != torch.int32:
-            raise UnsupportedByTileLangBackend(f"CUDA graphs need req_to_token in int32, got {r2t.dtype}")
-        return BatchIndices(r2t, self.graph_req_pool_indices[:bs], self.graph_seq_lens[:bs], tokens=bs)
+            raise UnsupportedByTileLangBackend(
+                f"CUDA graphs need req_to_token in int32, got {r2t.dtype}"
+            )
+        return BatchIndices(
+            r2t, self.graph_req_pool_indices[:bs], self.graph_seq_lens[:bs], tokens=bs
+        )
 
     # ---- forward -----------------------------------------------------------------------
 
@@ -133,9 +153,13 @@ class TileLangAttnBackend(AttentionBackend):
         if save_kv_cache and k is not None and v is not None:
             self.token_to_kv_pool.set_kv_buffer(layer, _write_loc(forward_batch), k, v)
         q3 = q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim)
-        pools = (self.token_to_kv_pool.get_key_buffer(layer.layer_id),
-                 self.token_to_kv_pool.get_value_buffer(layer.layer_id))
-        out = (self.ops.extend if kind == "extend" else self.ops.decode)(meta, q3, *pools, layer.scaling)
+        pools = (
+            self.token_to_kv_pool.get_key_buffer(layer.layer_id),
+            self.token_to_kv_pool.get_value_buffer(layer.layer_id),
+        )
+        out = (self.ops.extend if kind == "extend" else self.ops.decode)(
+            meta, q3, *pools, layer.scaling
+        )
         return out.reshape(q3.shape[0], layer.tp_q_head_num * layer.v_head_dim)
 
     def _batch_metadata(self, kind: str, forward_batch):
@@ -159,7 +183,9 @@ def _prepare(req_to_token, forward_batch):
     fb = forward_batch
     if getattr(fb.forward_mode, "name", str(fb.forward_mode)) == "DECODE":
         return prepare_decode(req_to_token, fb.req_pool_indices, fb.seq_lens, fb.seq_lens.device)
-    return prepare_extend(req_to_token, fb.req_pool_indices, fb.seq_lens, fb.extend_seq_lens, fb.seq_lens.device)
+    return prepare_extend(
+        req_to_token, fb.req_pool_indices, fb.seq_lens, fb.extend_seq_lens, fb.seq_lens.device
+    )
 
 
 def _check_graph_mode(forward_mode, encoder_lens, spec_info) -> None:
@@ -167,7 +193,8 @@ def _check_graph_mode(forward_mode, encoder_lens, spec_info) -> None:
     if name != "DECODE" or encoder_lens is not None or spec_info is not None:
         raise UnsupportedByTileLangBackend(
             f"CUDA graphs: the tilelang backend captures plain decode batches only, not {name}"
-            + (" with speculative info" if spec_info is not None else ""))
+            + (" with speculative info" if spec_info is not None else "")
+        )
 
 
 def _write_loc(forward_batch):

@@ -24,7 +24,10 @@ def create_backend(model_runner):
 
 def register_backend(name: str, factory) -> None:
     """Make ``name`` an attention_backend choice served by ``factory(model_runner)``."""
-    from sglang.srt.arg_groups.choices import ATTENTION_BACKEND_CHOICES, add_attention_backend_choices
+    from sglang.srt.arg_groups.choices import (
+        ATTENTION_BACKEND_CHOICES,
+        add_attention_backend_choices,
+    )
     from sglang.srt.layers.attention.attention_registry import register_attention_backend
 
     if name not in ATTENTION_BACKEND_CHOICES:

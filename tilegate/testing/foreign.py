@@ -19,17 +19,28 @@ from tilegate.paths import REPO_ROOT
 
 def add_options(parser: pytest.Parser) -> None:
     parser.getgroup("tilegate").addoption(
-        "--tilegate-kernels", action="append", metavar="MODULE[:ATTR]",
+        "--tilegate-kernels",
+        action="append",
+        metavar="MODULE[:ATTR]",
         help="an adapter module whose KERNELS (or ATTR) the foreign-kernel tiers gate; repeatable "
-             "(also: the tilegate.kernels entry point group, the tilegate_kernels ini list)")
-    parser.addini("tilegate_kernels", type="linelist", default=[],
-                  help="adapter modules (MODULE[:ATTR]) whose kernels the foreign-kernel tiers gate")
+        "(also: the tilegate.kernels entry point group, the tilegate_kernels ini list)",
+    )
+    parser.addini(
+        "tilegate_kernels",
+        type="linelist",
+        default=[],
+        help="adapter modules (MODULE[:ATTR]) whose kernels the foreign-kernel tiers gate",
+    )
 
 
 def add_tiers(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Collect tilegate.foreign.tiers into a kernel repository's run that names foreign kernels."""
     config = session.config
-    if config.rootpath == REPO_ROOT or any(_from_tiers(item) for item in items) or not _names_any(config):
+    if (
+        config.rootpath == REPO_ROOT
+        or any(_from_tiers(item) for item in items)
+        or not _names_any(config)
+    ):
         return
     from tilegate.foreign import tiers  # imports torch: only a run that names kernels pays for it
 
@@ -44,8 +55,11 @@ def _names_any(config: pytest.Config) -> bool:
 
     from tilegate.foreign.discover import ENTRY_POINT_GROUP
 
-    return bool(config.getini("tilegate_kernels") or config.getoption("tilegate_kernels")
-                or entry_points(group=ENTRY_POINT_GROUP))
+    return bool(
+        config.getini("tilegate_kernels")
+        or config.getoption("tilegate_kernels")
+        or entry_points(group=ENTRY_POINT_GROUP)
+    )
 
 
 def _from_tiers(item: pytest.Item) -> bool:

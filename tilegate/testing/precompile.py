@@ -28,8 +28,14 @@ EVERY = "every"  # every config of the local target's table
 
 # Longest compiles first, so that no process starts a long one last (sm90, H200 host: the paged
 # extend kernels with prefetch_kv take 20-25 s, prefill 10-15 s, the decode steps a few seconds).
-COMPILE_ORDER = {"paged_extend": 0, "flash_fwd": 1, "paged_decode_split": 2, "paged_decode_combine": 3}
-PROCESSES_ENV = "TILEGATE_PRECOMPILE_PROCESSES"  # 0: no precompile (each test compiles what it launches)
+COMPILE_ORDER = {
+    "paged_extend": 0,
+    "flash_fwd": 1,
+    "paged_decode_split": 2,
+    "paged_decode_combine": 3,
+}
+# 0: no precompile (each test compiles what it launches)
+PROCESSES_ENV = "TILEGATE_PRECOMPILE_PROCESSES"
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,13 @@ class Build:
 def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
     """What one call of a kernel family launches: ``flash_fwd``, ``extend``, or ``decode`` (the
     split-KV step, then the combine step)."""
-    names = {"flash_fwd": ("flash_fwd",), "extend": ("paged_extend",),
-             "decode": ("paged_decode_split", "paged_decode_combine")}[kind]
-    opts = tuple(sorted((k, v) for k, v in options.items() if v is not None))  # None: the factory's default
+    names = {
+        "flash_fwd": ("flash_fwd",),
+        "extend": ("paged_extend",),
+        "decode": ("paged_decode_split", "paged_decode_combine"),
+    }[kind]
+    # None: the factory's default
+    opts = tuple(sorted((k, v) for k, v in options.items() if v is not None))
     return [Build(name, shape, cfg, opts) for name in names]
 
 
@@ -78,7 +88,10 @@ def _compile_one(build: Build) -> str | None:
         build.compile()
         return None
     except Exception as exc:  # the test that launches it compiles it again and reports it
-        return f"{build.kernel} {build.shape.name} {getattr(build.cfg, 'name', build.cfg)}: {type(exc).__name__}"
+        return (
+            f"{build.kernel} {build.shape.name} {getattr(build.cfg, 'name', build.cfg)}: "
+            f"{type(exc).__name__}"
+        )
 
 
 def default_processes() -> int:
@@ -87,7 +100,8 @@ def default_processes() -> int:
 
 @dataclass(frozen=True)
 class PrecompileResult:
-    """What a precompile did: ``failed`` names each build that did not compile, with its error type."""
+    """What a precompile did: ``failed`` names each build that did not compile, with its error
+    type."""
 
     kernels: int
     target: str
@@ -101,11 +115,19 @@ class PrecompileResult:
 
     def summary(self) -> str:
         if not self.compiled_ahead:
-            return f"precompile: {self.kernels} kernels, {self.processes} processes: nothing compiled ahead"
-        line = f"precompile: {self.kernels} kernels for {self.target} in {self.seconds:.0f} s on {self.processes} processes"
+            return (
+                f"precompile: {self.kernels} kernels, {self.processes} processes: nothing "
+                "compiled ahead"
+            )
+        line = (
+            f"precompile: {self.kernels} kernels for {self.target} in {self.seconds:.0f} s on "
+            f"{self.processes} processes"
+        )
         if self.failed:
-            line += (f"; {len(self.failed)} failed (their tests compile them again and report why): "
-                     f"{'; '.join(self.failed[:3])}")
+            line += (
+                f"; {len(self.failed)} failed (their tests compile them again and report why): "
+                f"{'; '.join(self.failed[:3])}"
+            )
         return line
 
     def to_json(self) -> str:
@@ -119,8 +141,10 @@ class PrecompileResult:
 
 def precompile(builds: Iterable[Build], target: str, processes: int) -> PrecompileResult:
     """Compile ``builds`` for ``target`` (the local GPU's table) on ``processes`` processes."""
-    todo = sorted({b for build in builds for b in build.resolved(target)},
-                  key=lambda b: (COMPILE_ORDER.get(b.kernel, 0), repr(b)))
+    todo = sorted(
+        {b for build in builds for b in build.resolved(target)},
+        key=lambda b: (COMPILE_ORDER.get(b.kernel, 0), repr(b)),
+    )
     if not todo or processes < 1:
         return PrecompileResult(len(todo), target, processes)
     start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""The gate's session fixtures: the platform, the compiled-kernel caches, artifacts, SGLang's CPU engines."""
+"""The gate's session fixtures: the platform, the compiled-kernel caches, artifacts, SGLang's CPU
+engines."""
 
 from __future__ import annotations
 
@@ -18,29 +19,38 @@ def run_dir() -> Path:
 
 # The run's SGLang CPU children, by the fixture that reads each (tilegate.fixtures.e2e_prompts):
 # sglang_engines below, sglang_long_context in suite/e2e/test_sglang_engine_long_context.py.
-SGLANG_CPU_RUNS = {"sglang_engines": ("sglang-engines", "ENGINE_SPEC"),
-                   "sglang_long_context": ("sglang-long-context", "LONG_CONTEXT_SPEC")}
+SGLANG_CPU_RUNS = {
+    "sglang_engines": ("sglang-engines", "ENGINE_SPEC"),
+    "sglang_long_context": ("sglang-long-context", "LONG_CONTEXT_SPEC"),
+}
 
 
 def sglang_engine_run():
     """The run's SGLang CPU children (tilegate.harness.sglang.driver.EngineRuns), shared by every
-    worker through the run folder: the plugin starts those its selected tests read, at collection."""
+    worker through the run folder: the plugin starts those its selected tests read, at
+    collection."""
     from tilegate.fixtures import e2e_prompts
     from tilegate.harness.sglang.driver import EngineRun, EngineRuns
 
-    return EngineRuns({name: EngineRun(run_dir() / folder, getattr(e2e_prompts, spec))
-                       for name, (folder, spec) in SGLANG_CPU_RUNS.items()})
+    return EngineRuns(
+        {
+            name: EngineRun(run_dir() / folder, getattr(e2e_prompts, spec))
+            for name, (folder, spec) in SGLANG_CPU_RUNS.items()
+        }
+    )
 
 
 def sglang_runs_read_by(item: pytest.Item) -> list[str]:
-    """The SGLang CPU children a collected test reads (the fixtures of SGLANG_CPU_RUNS it asks for)."""
+    """The SGLang CPU children a collected test reads (the fixtures of SGLANG_CPU_RUNS it asks
+    for)."""
     names = getattr(item, "fixturenames", ())
     return [name for name in SGLANG_CPU_RUNS if name in names]
 
 
 @pytest.fixture(scope="session")
 def sglang_engines() -> dict:
-    """What the first SGLang child (tilegate.harness.sglang.child) reported: generations, errors, markers."""
+    """What the first SGLang child (tilegate.harness.sglang.child) reported: generations, errors,
+    markers."""
     return sglang_engine_run().result("sglang_engines")
 
 

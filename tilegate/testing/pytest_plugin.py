@@ -1,4 +1,5 @@
-"""tilegate as a pytest plugin: options, markers, the skip decision, deadlines, GPU pinning, precompile.
+"""tilegate as a pytest plugin: options, markers, the skip decision, deadlines, GPU pinning,
+precompile.
 
 Installed, it loads through the ``pytest11`` entry point of the same name (testing/pyproject.toml),
 so a kernel repository that installs tilegate-testing runs the gate with plain ``pytest``, and
@@ -54,38 +55,71 @@ PRECOMPILE_REPORT = "precompile.json"  # in the run folder: the record the contr
 # the hash seed every process of a run but the first lowers kernels with (pytest_configure says why)
 LOWERING_HASH_SEED = "0"
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tilegate")
-    group.addoption("--artifacts", default=os.environ.get("TILEGATE_ARTIFACTS"),
-                    help="folder for code objects, listings and metric snapshots (default: artifacts/ under "
-                         "pytest's rootdir: the gate's checkout, or the kernel repository that runs the gate)")
-    group.addoption("--keep-artifacts", action="store_true",
-                    help="add to the artifacts folder instead of clearing it first: the later pytest commands "
-                         "of one gate run (tox -e rocm) keep the earlier ones' records for the summary")
-    group.addoption("--tilegate-cache", default=os.environ.get("TILEGATE_CACHE", str(REPO_ROOT / ".cache" / "tilegate")),
-                    help="disk cache of lowered kernels and code objects")
-    group.addoption("--update-golden", action="store_true",
-                    help="rewrite the committed ISA golden snapshots from this run instead of comparing")
-    group.addoption("--golden-reason", default=None, metavar="TEXT",
-                    help="with --update-golden: why the snapshots changed, one line, kept in each changed snapshot "
-                         "(an update without it is refused)")
-    group.addoption("--require-gpu", action="store_true",
-                    help="fail the run unless at least one GPU test passed (GPU runners set this)")
-    group.addoption("--update-counter-baseline", action="store_true",
-                    help="record this run's hardware counters as the device's baseline (suite/baselines/counters/)")
-    group.addoption("--update-perf-baseline", action="store_true",
-                    help="record this run's speed ratios, with their measured noise, as the device's baseline (suite/baselines/perf/)")
-    group.addoption("--llama3-path", default=os.environ.get("TILEGATE_LLAMA3_PATH"),
-                    help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
-                         "(default: $TILEGATE_LLAMA3_PATH)")
-
+    group.addoption(
+        "--artifacts",
+        default=os.environ.get("TILEGATE_ARTIFACTS"),
+        help="folder for code objects, listings and metric snapshots (default: artifacts/ under "
+        "pytest's rootdir: the gate's checkout, or the kernel repository that runs the gate)",
+    )
+    group.addoption(
+        "--keep-artifacts",
+        action="store_true",
+        help="add to the artifacts folder instead of clearing it first: the later pytest commands "
+        "of one gate run (tox -e rocm) keep the earlier ones' records for the summary",
+    )
+    group.addoption(
+        "--tilegate-cache",
+        default=os.environ.get("TILEGATE_CACHE", str(REPO_ROOT / ".cache" / "tilegate")),
+        help="disk cache of lowered kernels and code objects",
+    )
+    group.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the committed ISA golden snapshots from this run instead of comparing",
+    )
+    group.addoption(
+        "--golden-reason",
+        default=None,
+        metavar="TEXT",
+        help="with --update-golden: why the snapshots changed, one line, kept in each changed "
+        "snapshot "
+        "(an update without it is refused)",
+    )
+    group.addoption(
+        "--require-gpu",
+        action="store_true",
+        help="fail the run unless at least one GPU test passed (GPU runners set this)",
+    )
+    group.addoption(
+        "--update-counter-baseline",
+        action="store_true",
+        help="record this run's hardware counters as the device's baseline "
+        "(suite/baselines/counters/)",
+    )
+    group.addoption(
+        "--update-perf-baseline",
+        action="store_true",
+        help="record this run's speed ratios, with their measured noise, as the device's baseline "
+        "(suite/baselines/perf/)",
+    )
+    group.addoption(
+        "--llama3-path",
+        default=os.environ.get("TILEGATE_LLAMA3_PATH"),
+        help="local Meta-Llama-3 checkpoint folder for the llama3 end-to-end tests "
+        "(default: $TILEGATE_LLAMA3_PATH)",
+    )
 
     foreign.add_options(parser)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return (f"tilegate: TileLang {tilelang_versions.RUNNING} "
-            f"(supported: {', '.join(tilelang_versions.SUPPORTED)}; ISA golden snapshots per version)")
+    return (
+        f"tilegate: TileLang {tilelang_versions.RUNNING} "
+        f"(supported: {', '.join(tilelang_versions.SUPPORTED)}; ISA golden snapshots per version)"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads the JUnit path
@@ -95,14 +129,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     config.stash[NO_GPU_TEST_PASSED] = False
     dump_stacks_on_sigusr1()  # every process of the run, workers included
-    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist), before any worker starts: they inherit both
+    # the controller (or a run without xdist), before any worker starts: they inherit both
+    if not hasattr(config, "workerinput"):
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="tilegate-run-")
-        # TileLang's lowering depends on the hash seed: 1 in 20 seeds drops a redundant barrier (and 1
+        # TileLang's lowering depends on the hash seed: 1 in 20 seeds drops a redundant barrier (and
+        # 1
         # in 10 renames a workspace) in the same kernel, under 0.1.12 and 0.1.15. The workers, the
         # precompile and the child runs start from here, so they lower as the golden snapshots were.
         os.environ["PYTHONHASHSEED"] = LOWERING_HASH_SEED
-        if config.getoption("numprocesses", None):  # xdist workers to pin (-n auto is a number by now)
-            gpu_workers.controller_setup()  # counting GPUs imports torch: not in a run of one process
+        # xdist workers to pin (-n auto is a number by now)
+        if config.getoption("numprocesses", None):
+            # counting GPUs imports torch: not in a run of one process
+            gpu_workers.controller_setup()
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: runs without xdist must not fail on it
@@ -112,8 +150,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def _choose_run_folder(config: pytest.Config) -> None:
-    """The run's records folder (run_records.py), in ``--artifacts`` for every reader; every run that
-    is not a collection writes its JUnit XML there, unless ``--junitxml`` names another path."""
+    """The run's records folder (run_records.py), in ``--artifacts`` for every reader; every run
+    that is not a collection writes its JUnit XML there, unless ``--junitxml`` names another
+    path."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         config.option.artifacts = worker[run_records.WORKER_KEY]
@@ -132,7 +171,8 @@ def pytest_configure_node(node) -> None:
     node.workerinput[run_records.WORKER_KEY] = node.config.option.artifacts
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reports its collection: no test starts meanwhile
+# before xdist's worker reports its collection: no test starts meanwhile
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     # SGLang's CPU engines take minutes to start on 2 cores: launch the children the selected tests
     # read (and only those) now, in the background, so they overlap the rest of the suite.
@@ -142,16 +182,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     _precompile(session)
-    wanted = {name for item in session.items if not item.get_closest_marker("gpu") for name in sglang_runs_read_by(item)}
+    wanted = {
+        name
+        for item in session.items
+        if not item.get_closest_marker("gpu")
+        for name in sglang_runs_read_by(item)
+    }
     if wanted and missing_reason() is None:
         sglang_engine_run().start(sorted(wanted))
 
 
 def _precompile(session: pytest.Session) -> None:
-    """Compile the kernels of the selected, runnable GPU tests (their ``builds`` marks) once, on every
-    CPU, before any test starts (precompile.py). One process does it: the worker gw0, or the run
-    itself without xdist; the controller schedules no test before every worker has reported its
-    collection."""
+    """Compile the kernels of the selected, runnable GPU tests (their ``builds`` marks) once, on
+    every CPU, before any test starts (precompile.py). One process does it: the worker gw0, or
+    the run itself without xdist; the controller schedules no test before every worker has
+    reported its collection."""
     worker = getattr(session.config, "workerinput", None)
     declaring = [item for item in session.items if item.get_closest_marker("builds")]
     # asking for the GPU imports torch: only where some selected test declares builds
@@ -160,13 +205,21 @@ def _precompile(session: pytest.Session) -> None:
     from tilegate.platform import NoLocalTarget, local_target
     from tilegate.testing.precompile import default_processes, precompile
 
-    builds = [b for item in declaring if skip_reason(item) is None for mark in item.iter_markers("builds") for b in mark.args]
+    builds = [
+        b
+        for item in declaring
+        if skip_reason(item) is None
+        for mark in item.iter_markers("builds")
+        for b in mark.args
+    ]
     try:
         target = local_target()
     except NoLocalTarget:
         return  # the tests say so, each in its own skip or failure
     if builds:
-        (run_dir() / PRECOMPILE_REPORT).write_text(precompile(builds, target, default_processes()).to_json())
+        (run_dir() / PRECOMPILE_REPORT).write_text(
+            precompile(builds, target, default_processes()).to_json()
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -185,10 +238,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 
 def _release_cached_gpu_memory() -> None:
-    """Hand the memory PyTorch's allocator keeps cached back to the device after each GPU test. The
-    workers share one GPU, and each kept the peak of its largest test (about 15 GiB after a 32k case):
-    with the gfx942 cases added, 8 workers held 123 GiB and SGLang's engines found no room for a KV
-    cache (H200: 22 out-of-memory failures in one -m gpu run)."""
+    """Hand the memory PyTorch's allocator keeps cached back to the device after each GPU test.
+    The workers share one GPU, and each kept the peak of its largest test (about 15 GiB after a
+    32k case): with the gfx942 cases added, 8 workers held 123 GiB and SGLang's engines found no
+    room for a KV cache (H200: 22 out-of-memory failures in one -m gpu run)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -198,28 +251,36 @@ def _watchdog_dir() -> Path:
     return run_dir() / "watchdog"
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect: the added tiers are selected like any test
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+# before -m and -k deselect: the added tiers are selected like any test
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """Longest first: tests marked slow (32k cases, the planted hang) start before the rest, so
     that xdist's workers, and a node's GPUs, finish together instead of waiting on one of them.
-    Tests that read an SGLang CPU child (tilegate.testing.pytest_fixtures.SGLANG_CPU_RUNS) go last: the
-    children start at collection, and a worker that reached one of those tests earlier would wait
-    for them, idle, while other tests could run. (--dist loadgroup hands out the xdist groups of
-    several tests first, then single tests in this order.)"""
+    Tests that read an SGLang CPU child (tilegate.testing.pytest_fixtures.SGLANG_CPU_RUNS) go
+    last: the children start at collection, and a worker that reached one of those tests earlier
+    would wait for them, idle, while other tests could run. (--dist loadgroup hands out the xdist
+    groups of several tests first, then single tests in this order.)"""
     from tilegate.testing.pytest_fixtures import sglang_runs_read_by
 
     foreign.add_tiers(session, items)
     if config.rootpath == REPO_ROOT:
         check_folders(REPO_ROOT / "suite", items)
     # stable: order kept otherwise
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, bool(sglang_runs_read_by(item))))
+    items.sort(
+        key=lambda item: (item.get_closest_marker("slow") is None, bool(sglang_runs_read_by(item)))
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # xdist hands a crashed worker's whole group to its replacement, the hung test included
     hung = report_path(_watchdog_dir(), item.nodeid)
     if hung.exists():
-        pytest.fail(f"hung earlier in this run and was ended by the watchdog ({hung}): not run again", pytrace=False)
+        pytest.fail(
+            f"hung earlier in this run and was ended by the watchdog ({hung}): not run again",
+            pytrace=False,
+        )
     reason = skip_reason(item)
     if reason:
         missing(reason)
@@ -254,12 +315,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
     if config.stash[NO_GPU_TEST_PASSED]:
         terminalreporter.write_line(
-            f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True)
+            f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True
+        )
     precompiled = run_dir() / PRECOMPILE_REPORT
     if precompiled.exists():
         terminalreporter.write_line(PrecompileResult.from_json(precompiled.read_text()).summary())
-    artifacts = Path(config.getoption("--artifacts"))  # the records the step summary shows too (tilegate/artifacts/render.py)
-    for title, lines in (("hung tests (ended by the watchdog)", reports(_watchdog_dir())), *terminal_sections(artifacts)):
+    # the records the step summary shows too (tilegate/artifacts/render.py)
+    artifacts = Path(config.getoption("--artifacts"))
+    for title, lines in (
+        ("hung tests (ended by the watchdog)", reports(_watchdog_dir())),
+        *terminal_sections(artifacts),
+    ):
         if lines:
             terminalreporter.section(title)
             for line in lines:

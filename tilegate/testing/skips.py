@@ -1,7 +1,7 @@
 """The one place that decides skips. Before a test starts, ``skip_reason`` decides from its markers
 and the platform; a test that can know only once it runs (no baseline recorded for this device, a
-config with no asynchronous path, a case its adapter's capabilities leave out) calls ``missing``, and
-a parametrisation with nothing to run gives ``nothing_to_run``. No other code skips
+config with no asynchronous path, a case its adapter's capabilities leave out) calls ``missing``,
+and a parametrisation with nothing to run gives ``nothing_to_run``. No other code skips
 (suite/library/test_readme_rules.py checks it). Each reason is one line naming what is missing.
 
   gpu    needs a ROCm or CUDA device
@@ -11,10 +11,14 @@ a parametrisation with nothing to run gives ``nothing_to_run``. No other code sk
   llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
          with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
-  tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run that is V itself
-  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU uses T,
-         and gfx942's on every GPU that has a table (tilegate.platform.SHIPPING_TARGET: its programs lowered for it)
-  sanitize, stress, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only when -m names them
+  tilelang_venv(V)  needs TileLang V's venv (scripts/install-tilelang-venv.sh V); skips in a run
+  that is V itself
+  config_target(T)  a GPU case built from target T's tile-config table: runs where the local GPU
+  uses T,
+         and gfx942's on every GPU that has a table (tilegate.platform.SHIPPING_TARGET: its programs
+         lowered for it)
+  sanitize, stress, counters, perf  opt-in tiers (slow; a profiling tool or a quiet GPU): run only
+  when -m names them
   nested  the gate run again in another environment (minutes of CPU): only when -m names it
 The compile and ISA tiers need only a CPU: they never skip; a missing toolchain is an error with
 the install command in it.
@@ -39,10 +43,15 @@ def skip_reason(item: pytest.Item) -> str | None:
     for tier in OPT_IN_TIERS:
         if item.get_closest_marker(tier) and tier not in (item.config.getoption("markexpr") or ""):
             return f"opt-in tier: select it with -m {tier}"
-    if item.get_closest_marker("nested") and "nested" not in (item.config.getoption("markexpr") or ""):
+    if item.get_closest_marker("nested") and "nested" not in (
+        item.config.getoption("markexpr") or ""
+    ):
         return "opt-in nested run (another environment): select it with -m nested"
     if item.get_closest_marker("rocm") and not _on_mi300x():
-        return f"no gfx942 ROCm device (have {detect().describe()}): gfx942 runtime checks need an MI300X runner"
+        return (
+            f"no gfx942 ROCm device (have {detect().describe()}): gfx942 runtime checks need "
+            "an MI300X runner"
+        )
     if item.get_closest_marker("cuda") and detect().kind != "cuda":
         return f"no CUDA device (have {detect().describe()})"
     if item.get_closest_marker("gpu") and not detect().has_gpu:
@@ -50,8 +59,12 @@ def skip_reason(item: pytest.Item) -> str | None:
     config_target = item.get_closest_marker("config_target")
     if config_target and config_target.args[0] not in detect().executed_targets:
         runs = detect().executed_targets
-        tables = f"the {' and '.join(runs)} table{'s' if len(runs) > 1 else ''}" if runs else "no table"
-        return f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) runs {tables}"
+        tables = (
+            f"the {' and '.join(runs)} table{'s' if len(runs) > 1 else ''}" if runs else "no table"
+        )
+        return (
+            f"{config_target.args[0]} tile config: this GPU ({detect().describe()}) runs {tables}"
+        )
     tilelang_venv = item.get_closest_marker("tilelang_venv")
     if tilelang_venv and (reason := tilelang_versions.missing_reason(*tilelang_venv.args)):
         return reason  # a venv that is there but broken fails the test
@@ -72,7 +85,10 @@ def _tool_missing(item: pytest.Item) -> str | None:
         from tilegate.harness.sanitize.driver import find_compute_sanitizer
 
         if find_compute_sanitizer() is None:
-            return "no compute-sanitizer (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the CUDA toolkit's sanitizer is needed"
+            return (
+                "no compute-sanitizer (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the CUDA "
+                "toolkit's sanitizer is needed"
+            )
     if item.get_closest_marker("counters") and detect().has_gpu:
         from tilegate.harness.counters.driver import missing_profiler
 
@@ -93,7 +109,8 @@ def _input_missing(item: pytest.Item) -> str | None:
 
 
 def missing(what: str) -> NoReturn:
-    """Skip the running test: ``what`` it needs is missing here (one line, as the markers' reasons)."""
+    """Skip the running test: ``what`` it needs is missing here (one line, as the markers'
+    reasons)."""
     if "\n" in what:
         raise ValueError(f"a skip reason is one line: {what!r}")
     raise pytest.skip.Exception(what)  # what pytest.skip raises, typed for NoReturn

@@ -26,7 +26,12 @@ class Deadline:
     stderr into a buffer that dies with the process, so the run's summary reads these files."""
 
     def __init__(self, seconds: float, test: str, last_kernel, report_dir: Path | None = None):
-        self.seconds, self.test, self.last_kernel, self.report_dir = seconds, test, last_kernel, report_dir
+        self.seconds, self.test, self.last_kernel, self.report_dir = (
+            seconds,
+            test,
+            last_kernel,
+            report_dir,
+        )
         self._timer = threading.Timer(seconds, self._expired)
         self._timer.daemon = True
 
@@ -38,8 +43,10 @@ class Deadline:
         self._timer.cancel()
 
     def _expired(self) -> None:
-        line = (f"tilegate watchdog: {self.test} still running after {self.seconds:.0f} s "
-                f"(last kernel launched: {self.last_kernel() or 'none'}); ending this process\n")
+        line = (
+            f"tilegate watchdog: {self.test} still running after {self.seconds:.0f} s "
+            f"(last kernel launched: {self.last_kernel() or 'none'}); ending this process\n"
+        )
         if self.report_dir is not None:
             self.report_dir.mkdir(parents=True, exist_ok=True)
             with open(report_path(self.report_dir, self.test), "w") as f:
@@ -56,9 +63,12 @@ class Deadline:
 
 
 def dump_stacks_on_sigusr1() -> None:
-    """``kill -USR1 <pid>`` prints every thread's stack to stderr: how a stuck run (or the gate's own
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr: how a stuck run (or the gate's
+    own
     test of a nested run that outlived its limit) shows where each process is, without ending it."""
-    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or sys.stderr, all_threads=True, chain=False)
+    faulthandler.register(
+        signal.SIGUSR1, file=sys.__stderr__ or sys.stderr, all_threads=True, chain=False
+    )
 
 
 def report_path(report_dir: Path, test: str) -> Path:
@@ -66,5 +76,8 @@ def report_path(report_dir: Path, test: str) -> Path:
 
 
 def reports(report_dir: Path) -> list[str]:
-    """The first line of each watchdog report in ``report_dir``, with the file that has the stacks."""
-    return [f"{f.read_text().splitlines()[0]} (stacks: {f})" for f in sorted(report_dir.glob("*.txt"))]
+    """The first line of each watchdog report in ``report_dir``, with the file that has the
+    stacks."""
+    return [
+        f"{f.read_text().splitlines()[0]} (stacks: {f})" for f in sorted(report_dir.glob("*.txt"))
+    ]

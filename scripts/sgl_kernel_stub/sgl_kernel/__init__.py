@@ -3,7 +3,8 @@
 Why it exists: SGLang 0.5.23's CPU engine (``SGLANG_USE_CPU_ENGINE=1``) imports a few
 ``sgl_kernel`` names at module import time without a guard, e.g.
 
-    sglang/srt/mem_cache/allocation.py            from sgl_kernel import assign_req_to_token_pool_cpu
+    sglang/srt/mem_cache/allocation.py            from sgl_kernel import
+    assign_req_to_token_pool_cpu
     sglang/srt/kernels/ops/kvcache/cache_move.py  from sgl_kernel import copy_all_layer_kv_cache_cpu
     sglang/srt/kernels/ops/speculative/*.py       fill_accept_out_cache_loc_cpu, ...
 

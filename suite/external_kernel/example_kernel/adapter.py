@@ -1,11 +1,23 @@
-"""The gate's view of example_kernel.kernels.scores: what it is built for, and what its ISA should show."""
+"""The gate's view of example_kernel.kernels.scores: what it is built for, and what its ISA
+should show."""
 
-from tilegate.foreign import Capabilities, Config, ForeignKernel, IsaExpectations, Problem, Provenance, params
+from tilegate.foreign import (
+    Capabilities,
+    Config,
+    ForeignKernel,
+    IsaExpectations,
+    Problem,
+    Provenance,
+    params,
+)
 
 SOURCE = Provenance("example_kernel.kernels", package="tilegate-example-kernel", version="0.1.0")
-CAPS = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=("head_dim",))
-PROBLEM = Problem("d128-bf16", dtype="bfloat16", head_dim=128, mask="full",
-                  shape=params(head_dim=128))
+CAPS = Capabilities(
+    dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=("head_dim",)
+)
+PROBLEM = Problem(
+    "d128-bf16", dtype="bfloat16", head_dim=128, mask="full", shape=params(head_dim=128)
+)
 ISA = IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0)
 
 
@@ -15,16 +27,25 @@ def lds(problem: Problem, cfg: Config) -> int:
 
 
 def kernel(name: str, *configs: Config) -> ForeignKernel:
-    return ForeignKernel(name=name, provenance=SOURCE, factory="scores",
-                         configs={"gfx942": configs}, problems=(PROBLEM,), capabilities=CAPS,
-                         isa=ISA, lds_estimate=lds)
+    return ForeignKernel(
+        name=name,
+        provenance=SOURCE,
+        factory="scores",
+        configs={"gfx942": configs},
+        problems=(PROBLEM,),
+        capabilities=CAPS,
+        isa=ISA,
+        lds_estimate=lds,
+    )
 
 
-M64N64 = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128, threads=128),
-                threads=128)
+M64N64 = Config(
+    "m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128, threads=128), threads=128
+)
 # A config the LDS filter must refuse (2 x 256 x 128 bf16 = 128 KiB): the gate's failure, seen
 # from outside.
-M256N256 = Config("m256n256", kwargs=params(block_m=256, block_n=256, head_dim=128, threads=256),
-                  threads=256)
+M256N256 = Config(
+    "m256n256", kwargs=params(block_m=256, block_n=256, head_dim=128, threads=256), threads=256
+)
 KERNELS = [kernel("example-scores", M64N64)]
 OVER_BUDGET = [kernel("example-scores-too-big", M256N256)]

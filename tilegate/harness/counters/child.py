@@ -42,8 +42,15 @@ def run(family: str) -> None:
     target = local_target()
     if family == "prefill":
         g = torch.Generator().manual_seed(0)
-        q = torch.randn(1, PREFILL_SEQ, shape.q_heads, HEAD_DIM, generator=g).to(TORCH_DTYPES[DTYPE]).cuda()
-        k, v = (torch.randn(1, PREFILL_SEQ, shape.kv_heads, HEAD_DIM, generator=g).to(q.dtype).cuda() for _ in "kv")
+        q = (
+            torch.randn(1, PREFILL_SEQ, shape.q_heads, HEAD_DIM, generator=g)
+            .to(TORCH_DTYPES[DTYPE])
+            .cuda()
+        )
+        k, v = (
+            torch.randn(1, PREFILL_SEQ, shape.kv_heads, HEAD_DIM, generator=g).to(q.dtype).cuda()
+            for _ in "kv"
+        )
         for cfg in configs_for(target, HEAD_DIM, CONFIG_TABLES):
             _say("flash_fwd", cfg)
             runtime.flash_attention(shape, cfg, q, k, v)

@@ -2,10 +2,12 @@
 to a few figures per kernel x config, and judged against a committed per-device baseline.
 
 Figures (NVIDIA):
-  ld_conflicts_per_request  shared-memory bank conflicts per shared load instruction (LSU and ldmatrix)
+  ld_conflicts_per_request  shared-memory bank conflicts per shared load instruction (LSU and
+  ldmatrix)
   st_conflicts_per_request  the same for stores
   occupancy_pct             achieved occupancy: active warps as % of the SM's peak
-  dram_pct                  DRAM throughput as % of peak (reported for every kernel, judged for decode)
+  dram_pct                  DRAM throughput as % of peak (reported for every kernel, judged for
+  decode)
 Figures (MI300X): ``SQ_LDS_BANK_CONFLICT`` per LDS instruction, wave occupancy, fetched bytes.
 
 Baselines live in suite/baselines/counters/<device>.json, written by --update-counter-baseline.
@@ -37,7 +39,13 @@ NCU_METRICS = (
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "gpu__time_duration.sum",
 )
-ROCPROF_COUNTERS = ("SQ_LDS_BANK_CONFLICT", "SQ_INSTS_LDS", "SQ_WAVES", "SQ_BUSY_CYCLES", "FETCH_SIZE")
+ROCPROF_COUNTERS = (
+    "SQ_LDS_BANK_CONFLICT",
+    "SQ_INSTS_LDS",
+    "SQ_WAVES",
+    "SQ_BUSY_CYCLES",
+    "FETCH_SIZE",
+)
 
 # How far a figure may move against its baseline before the gate fails, and why that far:
 #  - bank conflicts per request depend only on the code and the launch shape: deterministic up to
@@ -79,7 +87,10 @@ def find_ncu() -> str | None:
 def missing_profiler(kind: str) -> str | None:
     """Why this machine's profiler cannot run, or None."""
     if kind == "cuda" and find_ncu() is None:
-        return "no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin: it reads the NVIDIA counters"
+        return (
+            "no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin: it reads the NVIDIA "
+            "counters"
+        )
     if kind == "rocm" and shutil.which("rocprofv3") is None:
         return "no rocprofv3 on PATH: it reads the MI300X counters (ROCm 6.2+)"
     return None
@@ -104,13 +115,20 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def ncu_figures(metrics: dict) -> dict:
-    counted = [v for k in ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_ldsm.sum")
-               if (v := metrics.get(k)) is not None]
+    counted = [
+        v
+        for k in ("smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_ldsm.sum")
+        if (v := metrics.get(k)) is not None
+    ]
     loads = sum(counted) if counted else None
     return {
-        "ld_conflicts_per_request": _ratio(metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), loads),
-        "st_conflicts_per_request": _ratio(metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
-                                           metrics.get("smsp__inst_executed_op_shared_st.sum")),
+        "ld_conflicts_per_request": _ratio(
+            metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), loads
+        ),
+        "st_conflicts_per_request": _ratio(
+            metrics.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+            metrics.get("smsp__inst_executed_op_shared_st.sum"),
+        ),
         "occupancy_pct": metrics.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
         "dram_pct": metrics.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
         "time_us": _ratio(metrics.get("gpu__time_duration.sum"), 1000.0),
@@ -132,7 +150,9 @@ def parse_ncu_csv(text: str) -> list[dict]:
 
 def _named(names: list[tuple[str, str]], figures: list[dict], what: str) -> list[Launch]:
     if len(names) != len(figures):
-        raise ProfilerError(f"{what} profiled {len(figures)} launches, the workload made {len(names)}: {names}")
+        raise ProfilerError(
+            f"{what} profiled {len(figures)} launches, the workload made {len(names)}: {names}"
+        )
     return [Launch(kernel, config, f) for (kernel, config), f in zip(names, figures)]
 
 
@@ -140,28 +160,55 @@ def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
     ncu = find_ncu()
     if ncu is None:
         raise ProfilerError("ncu not found on PATH or in /usr/local/cuda/bin")
-    cmd = [ncu, "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name", f"regex:{protocol.PROFILED}", *protocol.child_command(family)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cmd = [
+        ncu,
+        "--csv",
+        "--metrics",
+        ",".join(NCU_METRICS),
+        "--kernel-name",
+        f"regex:{protocol.PROFILED}",
+        *protocol.child_command(family),
+    ]
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if "ERR_NVGPUCTRPERM" in proc.stdout + proc.stderr:
-        raise CountersNotReadable("ncu may not read GPU counters here (ERR_NVGPUCTRPERM: needs admin or "
-                                  "NVreg_RestrictProfilingToAdminUsers=0)")
+        raise CountersNotReadable(
+            "ncu may not read GPU counters here (ERR_NVGPUCTRPERM: needs admin or "
+            "NVreg_RestrictProfilingToAdminUsers=0)"
+        )
     if proc.returncode or not protocol.finished(proc.stdout):
-        raise ProfilerError(f"ncu run of {family} failed (exit {proc.returncode}); log {log}:\n{proc.stderr[-3000:]}")
-    return _named(protocol.launch_names(proc.stdout), [ncu_figures(m) for m in parse_ncu_csv(proc.stdout)], f"ncu ({family})")
+        raise ProfilerError(
+            f"ncu run of {family} failed (exit {proc.returncode}); log "
+            f"{log}:\n{proc.stderr[-3000:]}"
+        )
+    return _named(
+        protocol.launch_names(proc.stdout),
+        [ncu_figures(m) for m in parse_ncu_csv(proc.stdout)],
+        f"ncu ({family})",
+    )
 
 
 def rocprof_figures(counters: dict) -> dict:
     return {
-        "lds_conflicts_per_instruction": _ratio(counters.get("SQ_LDS_BANK_CONFLICT"), counters.get("SQ_INSTS_LDS")),
+        "lds_conflicts_per_instruction": _ratio(
+            counters.get("SQ_LDS_BANK_CONFLICT"), counters.get("SQ_INSTS_LDS")
+        ),
         "waves": counters.get("SQ_WAVES"),
-        "fetch_bytes": None if (kib := counters.get("FETCH_SIZE")) is None else kib * 1024,  # FETCH_SIZE counts KiB
+        # FETCH_SIZE counts KiB
+        "fetch_bytes": None if (kib := counters.get("FETCH_SIZE")) is None else kib * 1024,
     }
 
 
 def parse_rocprof_csv(text: str) -> list[dict]:
-    """rocprofv3's counter_collection.csv -> one {counter: value} per dispatch, in dispatch order."""
+    """rocprofv3's counter_collection.csv -> one {counter: value} per dispatch, in dispatch
+    order."""
     dispatches: dict[int, dict] = {}
     for row in csv.DictReader(io.StringIO(text)):
         value = _number(row.get("Counter_Value", ""))
@@ -174,13 +221,30 @@ def run_rocprof(family: str, out_dir: Path, timeout_s: float = 900) -> list[Laun
     rocprof = shutil.which("rocprofv3")
     if rocprof is None:
         raise ProfilerError("rocprofv3 not found on PATH")
-    cmd = [rocprof, "--pmc", *ROCPROF_COUNTERS, "--kernel-include-regex", protocol.PROFILED, "--output-format", "csv",
-           "-d", str(out_dir), "-o", family, "--", *protocol.child_command(family)]
+    cmd = [
+        rocprof,
+        "--pmc",
+        *ROCPROF_COUNTERS,
+        "--kernel-include-regex",
+        protocol.PROFILED,
+        "--output-format",
+        "csv",
+        "-d",
+        str(out_dir),
+        "-o",
+        family,
+        "--",
+        *protocol.child_command(family),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    (out_dir / f"{family}.log").write_text(" ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    (out_dir / f"{family}.log").write_text(
+        " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr
+    )
     tables = sorted(out_dir.rglob("*counter_collection.csv"))
     if proc.returncode or not tables:
-        raise ProfilerError(f"rocprofv3 run of {family} failed (exit {proc.returncode}); see {out_dir}")
+        raise ProfilerError(
+            f"rocprofv3 run of {family} failed (exit {proc.returncode}); see {out_dir}"
+        )
     figures = [rocprof_figures(c) for c in parse_rocprof_csv(tables[-1].read_text())]
     return _named(protocol.launch_names(proc.stdout), figures, f"rocprofv3 ({family})")
 
@@ -191,8 +255,15 @@ def load_baseline(device: str) -> dict | None:
 
 def update_baseline(device: str, launches: list[Launch]) -> Path:
     """Merge ``launches`` into the device's baseline file (other kernels' entries stay)."""
-    return BASELINES.merge(device, {launch.key: {k: v for k, v in launch.figures.items() if k in TOLERANCES and v is not None}
-                                    for launch in launches})
+    return BASELINES.merge(
+        device,
+        {
+            launch.key: {
+                k: v for k, v in launch.figures.items() if k in TOLERANCES and v is not None
+            }
+            for launch in launches
+        },
+    )
 
 
 def regressions(launch: Launch, baseline: dict) -> list[Regression]:
@@ -203,7 +274,9 @@ def regressions(launch: Launch, baseline: dict) -> list[Regression]:
             continue
         value = launch.figures.get(figure)
         direction, rel, absolute = TOLERANCES[figure]
-        worse = value is None or (value > base * (1 + rel) + absolute if direction == "max" else value < base * (1 - rel))
+        worse = value is None or (
+            value > base * (1 + rel) + absolute if direction == "max" else value < base * (1 - rel)
+        )
         if worse:
             bound = f"+{rel:.0%} +{absolute}" if direction == "max" else f"-{rel:.0%}"
             found.append(Regression(launch.key, figure, value, base, bound))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 
 CHILD = "tilegate.harness.counters.child"
-PROFILED = "flash_fwd_kernel|paged_extend_kernel|paged_decode_split_kernel"  # the profiler's kernel-name regex
+# the profiler's kernel-name regex
+PROFILED = "flash_fwd_kernel|paged_extend_kernel|paged_decode_split_kernel"
 LAUNCH_MARK = "tilegate-counters: launch "
 DONE = "tilegate-counters: done"
 
@@ -21,8 +22,12 @@ def launch_line(kernel: str, config: str) -> str:
 
 def launch_names(stdout: str) -> list[tuple[str, str]]:
     """(kernel, config) of each profiled launch the child announced, in order."""
-    return [(words[0], words[1]) for line in stdout.splitlines() if line.startswith(LAUNCH_MARK)
-            for words in [line.removeprefix(LAUNCH_MARK).split()]]
+    return [
+        (words[0], words[1])
+        for line in stdout.splitlines()
+        if line.startswith(LAUNCH_MARK)
+        for words in [line.removeprefix(LAUNCH_MARK).split()]
+    ]
 
 
 def finished(stdout: str) -> bool:

@@ -70,11 +70,14 @@ def attention_flops(seq_q: int, seq_k: int, causal: bool, heads: int) -> float:
 
 def sdpa(q, k, v, **kw):
     """torch's default SDPA backend over [batch, seq, heads, dim] tensors."""
-    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True, **kw)
+    return F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True, **kw
+    )
 
 
 def aiter_attention():
-    """aiter's flash attention on ROCm, where it imports (the MI300X runner's second peer), else None."""
+    """aiter's flash attention on ROCm, where it imports (the MI300X runner's second peer), else
+    None."""
     if not torch.version.hip:
         return None
     try:
@@ -88,9 +91,18 @@ def _record(family, case, cfg, mine, theirs, work, unit) -> dict:
     ms, peer_ms = statistics.median(mine), statistics.median(theirs)
     ratios = [t / m for m, t in zip(mine, theirs)]
     scale = 1e-9 if unit == "TFLOP/s" else 1e-6  # work per ms -> TFLOP/s or GB/s
-    return {"family": family, "case": case, "config": cfg, "ms": ms, "peer_ms": peer_ms, "unit": unit,
-            "value": work / ms * scale, "peer_value": work / peer_ms * scale,
-            "ratio": statistics.median(ratios), "ratio_spread": (max(ratios) - min(ratios)) / statistics.median(ratios)}
+    return {
+        "family": family,
+        "case": case,
+        "config": cfg,
+        "ms": ms,
+        "peer_ms": peer_ms,
+        "unit": unit,
+        "value": work / ms * scale,
+        "peer_value": work / peer_ms * scale,
+        "ratio": statistics.median(ratios),
+        "ratio_spread": (max(ratios) - min(ratios)) / statistics.median(ratios),
+    }
 
 
 def prefill(defect: PrefillDefect | None) -> list[dict]:
@@ -99,7 +111,10 @@ def prefill(defect: PrefillDefect | None) -> list[dict]:
     for seq, causal in PREFILL:
         shape = AttentionShape(q_heads, kv_heads, HEAD_DIM, causal, "float16")
         q = torch.randn(1, seq, q_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
-        k, v = (torch.randn(1, seq, kv_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE) for _ in "kv")
+        k, v = (
+            torch.randn(1, seq, kv_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
+            for _ in "kv"
+        )
         for cfg in configs_for(local_target(), HEAD_DIM, CONFIG_TABLES):
             kernel = partial(runtime.flash_attention, shape, cfg, q, k, v, defect=defect)
             mine, theirs = rounds(kernel, partial(sdpa, q, k, v, is_causal=causal))
@@ -109,7 +124,9 @@ def prefill(defect: PrefillDefect | None) -> list[dict]:
             aiter = aiter_attention()
             if aiter is not None:
                 mine, theirs = rounds(kernel, partial(aiter, q, k, v, causal=causal))
-                out.append(_record("prefill-vs-aiter", name, cfg.name, mine, theirs, flops, "TFLOP/s"))
+                out.append(
+                    _record("prefill-vs-aiter", name, cfg.name, mine, theirs, flops, "TFLOP/s")
+                )
     return out
 
 
@@ -119,7 +136,9 @@ def extend() -> list[dict]:
     prefix, new = EXTEND
     shape = AttentionShape(*LLAMA3_8B, HEAD_DIM, True, "float16")
     batch = paged_batch(PagedCase(shape, (prefix + new,), (new,)), "cuda")
-    meta = paged.prepare_extend(batch.req_to_token, batch.req_pool_indices, batch.seq_lens, batch.extend_lens, "cuda")
+    meta = paged.prepare_extend(
+        batch.req_to_token, batch.req_pool_indices, batch.seq_lens, batch.extend_lens, "cuda"
+    )
     ctx = prefix + new
     slots = batch.req_to_token[batch.req_pool_indices[0], :ctx]
     k, v = batch.k_pool[slots][None], batch.v_pool[slots][None]  # the same context, contiguous
@@ -131,14 +150,35 @@ def extend() -> list[dict]:
     out = []
     for cfg in configs_for(local_target(), HEAD_DIM, EXTEND_TABLES):
         kernel = partial(paged.extend_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg)
-        mine, theirs = rounds(kernel, partial(F.scaled_dot_product_attention, q4.transpose(1, 2), k_full.transpose(1, 2),
-                                              v_full.transpose(1, 2), attn_mask=mask))
-        out.append(_record("extend", f"{new} over {prefix}", cfg.name, mine, theirs, flops, "TFLOP/s"))
+        mine, theirs = rounds(
+            kernel,
+            partial(
+                F.scaled_dot_product_attention,
+                q4.transpose(1, 2),
+                k_full.transpose(1, 2),
+                v_full.transpose(1, 2),
+                attn_mask=mask,
+            ),
+        )
+        out.append(
+            _record("extend", f"{new} over {prefix}", cfg.name, mine, theirs, flops, "TFLOP/s")
+        )
         # the same shape through the prefill kernel (bottom-right causal): extend's own peer
         pre_cfg = configs_for(local_target(), HEAD_DIM, CONFIG_TABLES)[0]
-        mine2, prefill_times = rounds(kernel, partial(runtime.flash_attention, shape, pre_cfg, q4, k, v))
-        out.append(_record("extend-vs-prefill", f"{new} over {prefix} vs flash_fwd {pre_cfg.name}", cfg.name,
-                           mine2, prefill_times, flops, "TFLOP/s"))
+        mine2, prefill_times = rounds(
+            kernel, partial(runtime.flash_attention, shape, pre_cfg, q4, k, v)
+        )
+        out.append(
+            _record(
+                "extend-vs-prefill",
+                f"{new} over {prefix} vs flash_fwd {pre_cfg.name}",
+                cfg.name,
+                mine2,
+                prefill_times,
+                flops,
+                "TFLOP/s",
+            )
+        )
     return out
 
 
@@ -148,19 +188,30 @@ def decode() -> tuple[list[dict], dict]:
     host: dict = {}
     for bs, ctx in DECODE:
         batch = paged_batch(PagedCase(shape, (ctx,) * bs), "cuda")
-        meta = paged.prepare_decode(batch.req_to_token, batch.req_pool_indices, batch.seq_lens, "cuda")
-        k = torch.stack([batch.k_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()])
-        v = torch.stack([batch.v_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()])
+        meta = paged.prepare_decode(
+            batch.req_to_token, batch.req_pool_indices, batch.seq_lens, "cuda"
+        )
+        k = torch.stack(
+            [batch.k_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()]
+        )
+        v = torch.stack(
+            [batch.v_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()]
+        )
         q4 = batch.q[:, None]
         kv_bytes = 2 * bs * ctx * shape.kv_heads * HEAD_DIM * batch.k_pool.element_size()
         for cfg in configs_for(local_target(), HEAD_DIM, DECODE_TABLES):
-            mine, theirs = rounds(partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg),
-                                  partial(sdpa, q4, k, v))
+            mine, theirs = rounds(
+                partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg),
+                partial(sdpa, q4, k, v),
+            )
             out.append(_record("decode", f"{bs}x{ctx}", cfg.name, mine, theirs, kv_bytes, "GB/s"))
         if not host:
             try:
-                host = host_time_per_call(partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool))
-            except RuntimeError as exc:  # a launch the graph cannot capture: reported, and the graph test fails
+                host = host_time_per_call(
+                    partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool)
+                )
+            # a launch the graph cannot capture: reported, and the graph test fails
+            except RuntimeError as exc:
                 host = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return out, host
 
@@ -187,7 +238,8 @@ def host_time_per_call(step, calls: int = 50) -> dict:
 
 
 def copy_gbps() -> float:
-    """Device-to-device copy bandwidth, read + write bytes per second: the figure decode is judged by."""
+    """Device-to-device copy bandwidth, read + write bytes per second: the figure decode is
+    judged by."""
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
@@ -196,13 +248,20 @@ def copy_gbps() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--defect", type=PrefillDefect,
-                        help="a planted flash_fwd defect (prefill only): extra_exp")
+    parser.add_argument(
+        "--defect", type=PrefillDefect, help="a planted flash_fwd defect (prefill only): extra_exp"
+    )
     parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args(argv)
     families = args.families.split(",")
-    doc = {"device": detect().describe(), "torch": torch.__version__, "defect": args.defect,
-           "copy_gbps": copy_gbps(), "records": [], "host": {}}
+    doc = {
+        "device": detect().describe(),
+        "torch": torch.__version__,
+        "defect": args.defect,
+        "copy_gbps": copy_gbps(),
+        "records": [],
+        "host": {},
+    }
     if "prefill" in families:
         doc["records"] += prefill(args.defect)
     if "extend" in families:

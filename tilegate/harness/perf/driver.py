@@ -30,13 +30,22 @@ class PerfRunFailed(RuntimeError):
 
 def run_child(log: Path, *args: str, timeout_s: float = 1500) -> dict:
     cmd = protocol.child_command(*args)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(proc.stdout + proc.stderr)
     doc = protocol.read_record(proc.stdout)
     if proc.returncode or doc is None:
-        raise PerfRunFailed(f"perf child exited {proc.returncode} without its record (log: {log}):\n{proc.stderr[-3000:]}")
+        raise PerfRunFailed(
+            f"perf child exited {proc.returncode} without its record (log: "
+            f"{log}):\n{proc.stderr[-3000:]}"
+        )
     return doc
 
 
@@ -45,17 +54,29 @@ def key(record: dict) -> str:
 
 
 def table(doc: dict) -> list[str]:
-    lines = [f"device: {doc['device']}; device-to-device copy {doc['copy_gbps']:.0f} GB/s (read + write)",
-             "", "| family | case | config | ms | peer ms | kernel | peer | ratio | spread |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"device: {doc['device']}; device-to-device copy {doc['copy_gbps']:.0f} GB/s (read + "
+        "write)",
+        "",
+        "| family | case | config | ms | peer ms | kernel | peer | ratio | spread |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in doc["records"]:
         extra = f" ({r['value'] / doc['copy_gbps']:.0%} of copy)" if r["unit"] == "GB/s" else ""
-        lines.append(f"| {r['family']} | {r['case']} | {r['config']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
-                     f"{r['value']:.0f} {r['unit']}{extra} | {r['peer_value']:.0f} | {r['ratio']:.2f}x | {r['ratio_spread']:.1%} |")
+        lines.append(
+            f"| {r['family']} | {r['case']} | {r['config']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
+            f"{r['value']:.0f} {r['unit']}{extra} | {r['peer_value']:.0f} | {r['ratio']:.2f}x | "
+            f"{r['ratio_spread']:.1%} |"
+        )
     host = doc.get("host") or {}
     if "error" in host:
         lines += ["", f"decode host time per call: not measured ({host['error']})"]
     elif host:
-        lines += ["", f"decode host time per call: eager {host['eager_us']:.0f} us, graph replay {host['replay_us']:.0f} us"]
+        lines += [
+            "",
+            f"decode host time per call: eager {host['eager_us']:.0f} us, graph replay "
+            f"{host['replay_us']:.0f} us",
+        ]
     return lines
 
 
@@ -73,7 +94,12 @@ def chart(doc: dict, path: Path) -> Path | None:
     xs = range(len(recs))
     ax.bar([x - 0.2 for x in xs], [r["ratio"] for r in recs], 0.4, label="kernel / peer speed")
     ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
-    ax.set_xticks(list(xs), [f"{r['family']}\n{r['case']}\n{r['config']}" for r in recs], fontsize=6, rotation=90)
+    ax.set_xticks(
+        list(xs),
+        [f"{r['family']}\n{r['case']}\n{r['config']}" for r in recs],
+        fontsize=6,
+        rotation=90,
+    )
     ax.set_ylabel("peer time / kernel time")
     ax.set_title(f"tilegate perf on {doc['device']}")
     ax.legend()
@@ -85,7 +111,8 @@ def chart(doc: dict, path: Path) -> Path | None:
 
 
 def write_artifacts(runs: list[dict], out: Path) -> None:
-    """The run's records (perf.json), the first run's table (perf.md: the step summary shows it) and chart."""
+    """The run's records (perf.json), the first run's table (perf.md: the step summary shows it)
+    and chart."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "perf.json").write_text(json.dumps(runs, indent=1))
     (out / "perf.md").write_text("\n".join(table(runs[0])) + "\n")
@@ -105,7 +132,11 @@ def baseline_from(runs: list[dict]) -> dict:
         mid = ratios[len(ratios) // 2]
         between = (ratios[-1] - ratios[0]) / mid
         noise = max(between, *(r["ratio_spread"] for r in seen))
-        out[k] = {"ratio": mid, "noise": noise, "tolerance": max(TOLERANCE_FLOOR, NOISE_FACTOR * noise)}
+        out[k] = {
+            "ratio": mid,
+            "noise": noise,
+            "tolerance": max(TOLERANCE_FLOOR, NOISE_FACTOR * noise),
+        }
     return out
 
 
@@ -122,6 +153,14 @@ def regressions(doc: dict, baseline: dict) -> list[Regression]:
         if base is None:
             bad.append(Regression(key(r), "ratio", r["ratio"], None, ""))
         elif r["ratio"] < base["ratio"] * (1 - base["tolerance"]):
-            bad.append(Regression(key(r), "ratio", r["ratio"], base["ratio"], f"-{base['tolerance']:.0%}",
-                                  f"measured noise {base['noise']:.1%}"))
+            bad.append(
+                Regression(
+                    key(r),
+                    "ratio",
+                    r["ratio"],
+                    base["ratio"],
+                    f"-{base['tolerance']:.0%}",
+                    f"measured noise {base['noise']:.1%}",
+                )
+            )
     return bad

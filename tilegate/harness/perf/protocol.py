@@ -1,4 +1,5 @@
-"""What the perf driver and its child say to each other: the child's command and its one record line."""
+"""What the perf driver and its child say to each other: the child's command and its one record
+line."""
 
 from __future__ import annotations
 
@@ -19,4 +20,4 @@ def record_line(doc: dict) -> str:
 
 def read_record(stdout: str) -> dict | None:
     lines = [ln for ln in stdout.splitlines() if ln.startswith(RECORD_MARK)]
-    return json.loads(lines[-1][len(RECORD_MARK):]) if lines else None
+    return json.loads(lines[-1][len(RECORD_MARK) :]) if lines else None

@@ -2,7 +2,8 @@
 GPU runs (tilegate.platform: its own, and the gfx942 programs lowered for it) over small inputs
 that reach every tail and mask path. Run as
 
-    compute-sanitizer --tool T python -m tilegate.harness.sanitize.child FAMILY [--defect D] [--plain-stores]
+    compute-sanitizer --tool T python -m tilegate.harness.sanitize.child FAMILY [--defect D]
+    [--plain-stores]
 
 so that the sanitizer judges this process alone: the gate's launches plus the torch ops that make
 inputs and read outputs back. Every tensor is its own device allocation (the parent sets
@@ -10,7 +11,8 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1), so a read past a tensor's end leaves its allo
 
 ``--plain-stores`` builds with TileLang's TMA lowering off: on Hopper the output tile then leaves
 shared memory through ordinary stores instead of a bulk tensor store (``tl::tma_store``), which
-initcheck does not see (suite/sanitize/test_sanitize.py proves it). Loads are built as in production.
+initcheck does not see (suite/sanitize/test_sanitize.py proves it). Loads are built as in
+production.
 """
 
 from __future__ import annotations
@@ -38,11 +40,18 @@ HEADS = (8, 2)  # GQA 4:1, small enough that a sanitized launch takes seconds
 LEAN_BATCH, LEAN_HEADS = 1, (2, 1)
 HEAD_DIMS = (64, 128)
 DTYPE = "float16"
-PREFILL_LENGTHS = ((1, 1), (17, 17), (129, 129), (17, 129))  # (seq_q, seq_k): tails, and a 112-token prefix
-EXTEND_BATCH = ((1, 129, 17), (1, 64, 17))  # (seq_lens, extend_lens): a ragged batch with a 65-token prefix
+# (seq_q, seq_k): tails, and a 112-token prefix
+PREFILL_LENGTHS = ((1, 1), (17, 17), (129, 129), (17, 129))
+# (seq_lens, extend_lens): a ragged batch with a 65-token prefix
+EXTEND_BATCH = ((1, 129, 17), (1, 64, 17))
 DECODE_CONTEXTS = (1, 57, 130)
 FAMILIES = ("prefill", "extend", "decode")
-ASAN_FLAGS = ["-fsanitize=address", "-shared-libsan", "-fgpu-sanitize", "--offload-arch=gfx942:xnack+"]
+ASAN_FLAGS = [
+    "-fsanitize=address",
+    "-shared-libsan",
+    "-fgpu-sanitize",
+    "--offload-arch=gfx942:xnack+",
+]
 
 
 def _say(what: str) -> None:
@@ -61,16 +70,28 @@ def _configs(head_dim: int, tables, first_only: bool, fewest_threads: bool = Fal
     return tuple(picked)
 
 
-def _prefill(head_dim: int, defect: PrefillDefect | None, first_only: bool, one: bool = False,
-             lean: bool = False, fewest_threads: bool = False) -> None:
+def _prefill(
+    head_dim: int,
+    defect: PrefillDefect | None,
+    first_only: bool,
+    one: bool = False,
+    lean: bool = False,
+    fewest_threads: bool = False,
+) -> None:
     g = torch.Generator().manual_seed(0)
     batch, heads = (LEAN_BATCH, LEAN_HEADS) if lean else (2, HEADS)
     for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one, fewest_threads):
         for causal in (True,) if one else (True, False):
             shape = AttentionShape(*heads, head_dim, causal, DTYPE)
             for seq_q, seq_k in PREFILL_LENGTHS[2:3] if one else PREFILL_LENGTHS:
+
                 def rand(seq, n_heads):
-                    return torch.randn(batch, seq, n_heads, head_dim, generator=g).to(TORCH_DTYPES[DTYPE]).cuda()
+                    return (
+                        torch.randn(batch, seq, n_heads, head_dim, generator=g)
+                        .to(TORCH_DTYPES[DTYPE])
+                        .cuda()
+                    )
+
                 q, k, v = rand(seq_q, heads[0]), rand(seq_k, heads[1]), rand(seq_k, heads[1])
                 _say(f"flash_fwd {shape.name} {cfg.name} seq_q={seq_q} seq_k={seq_k}")
                 out = runtime.flash_attention(shape, cfg, q, k, v, defect=defect)
@@ -94,15 +115,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("family", choices=FAMILIES)
     # a misspelt name: PrefillDefect raises ValueError, which argparse reports as an invalid value
     defects = ", ".join(PrefillDefect)
-    parser.add_argument("--defect", type=PrefillDefect, metavar="DEFECT",
-                        help=f"a planted flash_fwd defect (prefill only): {defects}")
-    parser.add_argument("--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)")
-    parser.add_argument("--asan", action="store_true", help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)")
-    parser.add_argument("--first-config", action="store_true", help="only each table's first config")
-    parser.add_argument("--fewest-threads", action="store_true", help="prefill: only each table's config with the fewest threads")
-    parser.add_argument("--one", action="store_true", help="prefill: one launch (causal, head_dim 128, seq 129)")
-    parser.add_argument("--lean-grid", action="store_true", help="prefill: one sequence, heads 2:1 (racecheck)")
-    parser.add_argument("--head-dim", type=int, choices=HEAD_DIMS, help="only this head_dim (default: each)")
+    parser.add_argument(
+        "--defect",
+        type=PrefillDefect,
+        metavar="DEFECT",
+        help=f"a planted flash_fwd defect (prefill only): {defects}",
+    )
+    parser.add_argument(
+        "--plain-stores", action="store_true", help="build with TMA lowering off (initcheck)"
+    )
+    parser.add_argument(
+        "--asan",
+        action="store_true",
+        help="ROCm: build with AddressSanitizer (run with HSA_XNACK=1)",
+    )
+    parser.add_argument(
+        "--first-config", action="store_true", help="only each table's first config"
+    )
+    parser.add_argument(
+        "--fewest-threads",
+        action="store_true",
+        help="prefill: only each table's config with the fewest threads",
+    )
+    parser.add_argument(
+        "--one", action="store_true", help="prefill: one launch (causal, head_dim 128, seq 129)"
+    )
+    parser.add_argument(
+        "--lean-grid", action="store_true", help="prefill: one sequence, heads 2:1 (racecheck)"
+    )
+    parser.add_argument(
+        "--head-dim", type=int, choices=HEAD_DIMS, help="only this head_dim (default: each)"
+    )
     args = parser.parse_args(argv)
     if args.defect and args.family != "prefill":
         parser.error("--defect plants a flash_fwd defect: use it with 'prefill'")
@@ -114,7 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         _prefill(128, args.defect, True, one=True)
     for head_dim in () if args.one else (args.head_dim,) if args.head_dim else HEAD_DIMS:
         if args.family == "prefill":
-            _prefill(head_dim, args.defect, args.first_config, lean=args.lean_grid, fewest_threads=args.fewest_threads)
+            _prefill(
+                head_dim,
+                args.defect,
+                args.first_config,
+                lean=args.lean_grid,
+                fewest_threads=args.fewest_threads,
+            )
         else:
             _paged(args.family, head_dim, args.first_config)
     torch.cuda.synchronize()

@@ -24,7 +24,9 @@ TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # than any tail the kernels can overrun (one key block of the sanitizer's shapes is <= 64 KiB).
 MEMCHECK_PADDING_BYTES = 1 << 20
 _ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?")
-_RACES = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
+_RACES = re.compile(
+    r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)"
+)
 
 
 class SanitizerRunError(RuntimeError):
@@ -49,8 +51,11 @@ class SanitizerResult:
 
 
 def find_compute_sanitizer() -> str | None:
-    for candidate in (shutil.which("compute-sanitizer"), os.environ.get("CUDA_HOME", "") + "/bin/compute-sanitizer",
-                      "/usr/local/cuda/bin/compute-sanitizer"):
+    for candidate in (
+        shutil.which("compute-sanitizer"),
+        os.environ.get("CUDA_HOME", "") + "/bin/compute-sanitizer",
+        "/usr/local/cuda/bin/compute-sanitizer",
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -65,16 +70,32 @@ def parse_summary(tool: str, text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), 0) if m else None
 
 
-def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float = 900,
-                  child: list[str] | None = None) -> SanitizerResult:
-    """``python -m tilegate.harness.sanitize.child child_args`` (or the command ``child``, which ends by
+def run_sanitized(
+    tool: str,
+    child_args: list[str],
+    log: Path,
+    timeout_s: float = 900,
+    child: list[str] | None = None,
+) -> SanitizerResult:
+    """``python -m tilegate.harness.sanitize.child child_args`` (or the command ``child``, which
+    ends by
     printing protocol.DONE) under ``tool``; its output goes to ``log``."""
     if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}: known {TOOLS}")
     sanitizer = find_compute_sanitizer()
     if sanitizer is None:
-        raise SanitizerRunError("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
-    cmd = [sanitizer, "--tool", tool, "--print-limit", "200", "--target-processes", "application-only"]
+        raise SanitizerRunError(
+            "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
+        )
+    cmd = [
+        sanitizer,
+        "--tool",
+        tool,
+        "--print-limit",
+        "200",
+        "--target-processes",
+        "application-only",
+    ]
     if tool == "racecheck":
         cmd += ["--racecheck-report", "all"]  # hazards and the analysis summary both
     if tool == "memcheck":
@@ -87,16 +108,24 @@ def run_sanitized(tool: str, child_args: list[str], log: Path, timeout_s: float 
         out.write(" ".join(cmd) + "\n")
         out.flush()
         try:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
+            proc = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired as exc:
-            raise SanitizerRunError(f"{tool} run did not finish in {timeout_s:.0f} s: {log}") from exc
+            raise SanitizerRunError(
+                f"{tool} run did not finish in {timeout_s:.0f} s: {log}"
+            ) from exc
     text = log.read_text(errors="replace")
     summary = parse_summary(tool, text)
     if summary is None:
         tail = "\n".join(text.splitlines()[-30:])
-        raise SanitizerRunError(f"{tool} gave no verdict (exit {proc.returncode}); log {log}:\n{tail}")
+        raise SanitizerRunError(
+            f"{tool} gave no verdict (exit {proc.returncode}); log {log}:\n{tail}"
+        )
     completed = protocol.finished(text)
-    return SanitizerResult(tool, *summary, completed, proc.returncode, log, time.monotonic() - start)
+    return SanitizerResult(
+        tool, *summary, completed, proc.returncode, log, time.monotonic() - start
+    )
 
 
 def run_asan(child_args: list[str], log: Path, timeout_s: float = 900) -> SanitizerResult:
@@ -109,5 +138,12 @@ def run_asan(child_args: list[str], log: Path, timeout_s: float = 900) -> Saniti
     with log.open("w") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s)
     text = log.read_text(errors="replace")
-    return SanitizerResult("asan", text.count("ERROR: AddressSanitizer"), 0, protocol.finished(text),
-                           proc.returncode, log, time.monotonic() - start)
+    return SanitizerResult(
+        "asan",
+        text.count("ERROR: AddressSanitizer"),
+        0,
+        protocol.finished(text),
+        proc.returncode,
+        log,
+        time.monotonic() - start,
+    )

@@ -8,7 +8,8 @@ prompts of ``input_len`` tokens), output tokens per second for that batch genera
 ``output_len`` tokens each, and for one ``long_len``-token prompt its time to first token and its
 decode tokens per second over ``long_output`` more tokens. The radix cache is off, so a repeated
 prompt is prefilled again. Times are wall-clock seconds of ``engine.generate`` calls after a
-warm-up request. ``records`` puts them as the perf tier's records (tilegate.harness.perf.driver): the
+warm-up request. ``records`` puts them as the perf tier's records (tilegate.harness.perf.driver):
+the
 first backend's figure over the peer's (the last backend), per round, median and spread.
 """
 
@@ -19,8 +20,12 @@ import statistics
 import time
 
 # (figure, unit, True when larger is better)
-FIGURES = (("batch_tokens_per_s", "tok/s", True), ("batch_ttft_s", "s", False),
-           ("long_ttft_s", "s", False), ("long_decode_tokens_per_s", "tok/s", True))
+FIGURES = (
+    ("batch_tokens_per_s", "tok/s", True),
+    ("batch_ttft_s", "s", False),
+    ("long_ttft_s", "s", False),
+    ("long_decode_tokens_per_s", "tok/s", True),
+)
 
 
 def _prompts(vocab: int, count: int, length: int, rng: random.Random) -> list[list[int]]:
@@ -41,15 +46,21 @@ def _measure(engine, batch_ids, long_ids, spec: dict) -> dict:
     long_ttft_s, long_meta = _timed(engine, [long_ids], 1)
     long_wall_s, _ = _timed(engine, [long_ids], 1 + spec["long_output"])
     decode_s = long_wall_s - long_ttft_s  # two calls apart: None when within the prefill's noise
-    return {"batch_ttft_s": ttft_s, "batch_wall_s": wall_s, "batch_generated": generated,
-            "batch_tokens_per_s": generated / wall_s, "long_prompt_tokens": int(long_meta[0]["prompt_tokens"]),
-            "long_ttft_s": long_ttft_s,
-            "long_decode_tokens_per_s": spec["long_output"] / decode_s if decode_s > 0 else None}
+    return {
+        "batch_ttft_s": ttft_s,
+        "batch_wall_s": wall_s,
+        "batch_generated": generated,
+        "batch_tokens_per_s": generated / wall_s,
+        "long_prompt_tokens": int(long_meta[0]["prompt_tokens"]),
+        "long_ttft_s": long_ttft_s,
+        "long_decode_tokens_per_s": spec["long_output"] / decode_s if decode_s > 0 else None,
+    }
 
 
 def run(model: str, spec: dict, engine_for) -> dict:
     """``engine_for(backend, **engine_kwargs)`` starts an engine (the child's, with its device,
-    dtype and defaults). Returns per backend its start time, attention backend and per-round figures."""
+    dtype and defaults). Returns per backend its start time, attention backend and per-round
+    figures."""
     from transformers import AutoConfig
 
     rng = random.Random(spec.get("seed", 0))
@@ -60,9 +71,14 @@ def run(model: str, spec: dict, engine_for) -> dict:
     try:
         for backend in spec["backends"]:
             t0 = time.perf_counter()
-            engines[backend] = engine_for(backend, disable_radix_cache=True, **spec.get("engine_kwargs", {}))
-            out["backends"][backend] = {"start_s": time.perf_counter() - t0, "rounds": [],
-                                        "attention_backend": engines[backend].server_args.attention_backend}
+            engines[backend] = engine_for(
+                backend, disable_radix_cache=True, **spec.get("engine_kwargs", {})
+            )
+            out["backends"][backend] = {
+                "start_s": time.perf_counter() - t0,
+                "rounds": [],
+                "attention_backend": engines[backend].server_args.attention_backend,
+            }
             # warm-up at the measured shapes: first-call allocations, JIT builds (a first batch's
             # TTFT measured 1.9 s against 0.93 s after it on the H200)
             _timed(engines[backend], batch_ids, 2)
@@ -82,20 +98,36 @@ def records(bench: dict) -> list[dict]:
     names = list(bench["backends"])
     test, peer = bench["backends"][names[0]]["rounds"], bench["backends"][names[-1]]["rounds"]
     s = bench["spec"]
-    cases = {"batch_tokens_per_s": f"batch {s['batch']} x {s['input_len']} -> {s['output_len']}",
-             "batch_ttft_s": f"batch {s['batch']} x {s['input_len']} TTFT",
-             "long_ttft_s": f"{s['long_len']}-token prompt TTFT",
-             "long_decode_tokens_per_s": f"{s['long_len']}-token prompt decode"}
+    cases = {
+        "batch_tokens_per_s": f"batch {s['batch']} x {s['input_len']} -> {s['output_len']}",
+        "batch_ttft_s": f"batch {s['batch']} x {s['input_len']} TTFT",
+        "long_ttft_s": f"{s['long_len']}-token prompt TTFT",
+        "long_decode_tokens_per_s": f"{s['long_len']}-token prompt decode",
+    }
     out = []
     for figure, unit, larger_better in FIGURES:
-        pairs = [(t[figure], p[figure]) for t, p in zip(test, peer, strict=True) if t[figure] and p[figure]]
+        pairs = [
+            (t[figure], p[figure])
+            for t, p in zip(test, peer, strict=True)
+            if t[figure] and p[figure]
+        ]
         if not pairs:
             continue
         ratios = sorted((t / p) if larger_better else (p / t) for t, p in pairs)
         mid = statistics.median(ratios)
-        out.append({"family": "serving", "case": cases[figure], "config": f"{names[0]} vs {names[-1]}", "unit": unit,
-                    "value": statistics.median(t for t, _ in pairs), "peer_value": statistics.median(p for _, p in pairs),
-                    "ratio": mid, "ratio_spread": (ratios[-1] - ratios[0]) / mid, "rounds": len(pairs)})
+        out.append(
+            {
+                "family": "serving",
+                "case": cases[figure],
+                "config": f"{names[0]} vs {names[-1]}",
+                "unit": unit,
+                "value": statistics.median(t for t, _ in pairs),
+                "peer_value": statistics.median(p for _, p in pairs),
+                "ratio": mid,
+                "ratio_spread": (ratios[-1] - ratios[0]) / mid,
+                "rounds": len(pairs),
+            }
+        )
     return out
 
 
@@ -103,11 +135,21 @@ def table(bench: dict) -> list[str]:
     """Markdown: each figure's median over the rounds for both backends, and the ratio."""
     s = bench["spec"]
     names = list(bench["backends"])
-    lines = [f"batch {s['batch']} x input {s['input_len']} -> output {s['output_len']}; one {s['long_len']}-token prompt "
-             f"(+{s['long_output']} tokens); {s.get('rounds', 1)} interleaved rounds, medians",
-             f"| figure | {names[0]} | {names[-1]} | {names[0]} vs {names[-1]} | spread over rounds |", "|---|---|---|---|---|"]
+    lines = [
+        f"batch {s['batch']} x input {s['input_len']} -> output {s['output_len']}; one "
+        f"{s['long_len']}-token prompt "
+        f"(+{s['long_output']} tokens); {s.get('rounds', 1)} interleaved rounds, medians",
+        f"| figure | {names[0]} | {names[-1]} | {names[0]} vs {names[-1]} | spread over rounds |",
+        "|---|---|---|---|---|",
+    ]
     for r in records(bench):
-        lines.append(f"| {r['case']} ({r['unit']}) | {r['value']:.3f} | {r['peer_value']:.3f} | {r['ratio']:.2f}x | "
-                     f"{r['ratio_spread']:.1%} |")
-    lines.append("ratio: speed of the first over the second (tok/s over tok/s, or the second's TTFT over the first's)")
+        lines.append(
+            f"| {r['case']} ({r['unit']}) | {r['value']:.3f} | {r['peer_value']:.3f} | "
+            f"{r['ratio']:.2f}x | "
+            f"{r['ratio_spread']:.1%} |"
+        )
+    lines.append(
+        "ratio: speed of the first over the second (tok/s over tok/s, or the second's TTFT over "
+        "the first's)"
+    )
     return lines

@@ -1,7 +1,7 @@
 """Engines that must refuse their model: ``python -m tilegate.harness.sglang.broken SPEC_NAME``.
 
-Started by the SGLang child (tilegate.harness.sglang.child) for its spec's "broken" models, each in a
-process of its own: SGLang's engine answers a scheduler that died at start-up by killing its own
+Started by the SGLang child (tilegate.harness.sglang.child) for its spec's "broken" models, each in
+a process of its own: SGLang's engine answers a scheduler that died at start-up by killing its own
 process tree (SIGQUIT, then SIGKILL), so the child reads each one's exit code and log instead. The
 child starts them first and collects them after its good engines: their start-ups overlap the rest.
 
@@ -36,7 +36,9 @@ def start_broken(spec_name: str) -> int:
 
     # context 1024: the broken variants keep the random model's 2048 positions
     kw: dict = CPU_ENGINE_DEFAULTS | {"context_length": 1024}
-    eng = engine(str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang", **kw)
+    eng = engine(
+        str(tiny_llama.ensure_tiny_llama(getattr(tiny_llama, spec_name))), "tilelang", **kw
+    )
     print(STARTED, flush=True)
     eng.shutdown()
     return 0
@@ -52,11 +54,27 @@ class Started:
 
 def start(label: str, spec_name: str, workdir: Path) -> Started:
     """Launch one broken model's engine start in the background, detached (the module says why);
-    its output in broken-LABEL.log, its pid in broken-LABEL.pid, its exit code in broken-LABEL.exit."""
-    log_path, exit_path, pid_path = (workdir / f"broken-{label}.{ext}" for ext in ("log", "exit", "pid"))
+    its output in broken-LABEL.log, its pid in broken-LABEL.pid, its exit code in
+    broken-LABEL.exit."""
+    log_path, exit_path, pid_path = (
+        workdir / f"broken-{label}.{ext}" for ext in ("log", "exit", "pid")
+    )
     exit_path.unlink(missing_ok=True)
-    subprocess.run(["sh", "-c", '("$0" -m tilegate.harness.sglang.broken "$1" & echo $! > "$4"; wait $!; echo $? > "$3")'
-                    ' > "$2" 2>&1 &', sys.executable, spec_name, str(log_path), str(exit_path), str(pid_path)], check=True)
+    subprocess.run(
+        [
+            "sh",
+            "-c",
+            '("$0" -m tilegate.harness.sglang.broken "$1" & echo $! > "$4"; wait $!; echo $? > '
+            '"$3")'
+            ' > "$2" 2>&1 &',
+            sys.executable,
+            spec_name,
+            str(log_path),
+            str(exit_path),
+            str(pid_path),
+        ],
+        check=True,
+    )
     return Started(log_path, exit_path, pid_path, time.time())
 
 
@@ -76,14 +94,22 @@ def collect(started: Started, timeout: float = 600) -> dict:
     while not (started.exit_path.exists() and started.exit_path.read_text().strip()):
         if time.time() - started.t0 > timeout:
             stop(started)
-            raise TimeoutError(f"a broken engine's start still running after {timeout:.0f} s (log {started.log_path})")
+            raise TimeoutError(
+                f"a broken engine's start still running after {timeout:.0f} s (log "
+                f"{started.log_path})"
+            )
         time.sleep(0.2)
     code = int(started.exit_path.read_text())
     returncode = 128 - code if code > 128 else code  # sh writes 128 + N for signal N; Popen says -N
     text = started.log_path.read_text()
     reasons = [line.strip() for line in text.splitlines() if REASON in line]
-    return {"returncode": returncode, "started": STARTED in text, "reasons": reasons, "log": str(started.log_path),
-            "wall_s": started.log_path.stat().st_mtime - started.t0}
+    return {
+        "returncode": returncode,
+        "started": STARTED in text,
+        "reasons": reasons,
+        "log": str(started.log_path),
+        "wall_s": started.log_path.stat().st_mtime - started.t0,
+    }
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Driving SGLang's real engine from the gate's pytest process (the driver side).
 
-SGLang 0.5.23 lives in its own venv on CPU machines (``.venv-sglang``, scripts/install-sglang-cpu.sh:
-it pins torch 2.14.1, the gate runs 2.13); on the MI300X runner it is the gate's own python. Either
-way one child process (tilegate.harness.sglang.child) tokenizes the prompts once, runs the FP32
-transformers reference on those ids, serves the model with each backend asked for and writes JSON;
-the file names are tilegate.harness.sglang.protocol's.
+SGLang 0.5.23 lives in its own venv on CPU machines (``.venv-sglang``,
+scripts/install-sglang-cpu.sh: it pins torch 2.14.1, the gate runs 2.13); on the MI300X runner it is
+the gate's own python. Either way one child process (tilegate.harness.sglang.child) tokenizes the
+prompts once, runs the FP32 transformers reference on those ids, serves the model with each backend
+asked for and writes JSON; the file names are tilegate.harness.sglang.protocol's.
 
 Bytecode: on a CPU machine the child, and every SGLang process it starts, imports SGLang, torch and
 transformers afresh (SGLang spawns its scheduler and detokenizer: 8-9 CPU seconds of imports each,
@@ -34,7 +34,8 @@ def pycache_dir(python: Path) -> Path:
 def bytecode_env(env: dict, python: Path) -> dict:
     """``env`` with Python's bytecode cache on, kept in ``pycache_dir(python)``."""
     return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"} | {
-        "PYTHONPYCACHEPREFIX": str(pycache_dir(python))}
+        "PYTHONPYCACHEPREFIX": str(pycache_dir(python))
+    }
 
 
 class EngineRun:
@@ -74,10 +75,21 @@ class EngineRun:
             env = proto.child_env(markers, cpu=self.cpu)
             with open(self.log, "w") as log:
                 proc = subprocess.Popen(
-                    ["sh", "-c", '"$0" -m tilegate.harness.sglang.child "$1" "$2"; echo $? > "$3"', str(self.python),
-                     str(spec_path), str(self.out), str(self.exit_file)],
-                    cwd=self.workdir, env=bytecode_env(env, self.python) if self.cpu else env, stdout=log,
-                    stderr=subprocess.STDOUT, start_new_session=True)
+                    [
+                        "sh",
+                        "-c",
+                        '"$0" -m tilegate.harness.sglang.child "$1" "$2"; echo $? > "$3"',
+                        str(self.python),
+                        str(spec_path),
+                        str(self.out),
+                        str(self.exit_file),
+                    ],
+                    cwd=self.workdir,
+                    env=bytecode_env(env, self.python) if self.cpu else env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             self.started.write_text(json.dumps({"time": time.time(), "pgid": proc.pid}))
 
     def result(self, timeout: float = 900) -> dict:
@@ -85,13 +97,21 @@ class EngineRun:
         t0 = json.loads(self.started.read_text())["time"]
         while not self.exit_file.exists():
             if time.time() - t0 > timeout:
-                raise TimeoutError(f"SGLang runner still running after {timeout:.0f} s (log {self.log})")
+                raise TimeoutError(
+                    f"SGLang runner still running after {timeout:.0f} s (log {self.log})"
+                )
             time.sleep(0.5)
         code = self.exit_file.read_text().strip()
         if code != "0" or not self.out.exists():
-            raise RuntimeError(f"SGLang runner exited {code} (log {self.log}):\n{self.log.read_text()[-6000:]}")
+            raise RuntimeError(
+                f"SGLang runner exited {code} (log {self.log}):\n{self.log.read_text()[-6000:]}"
+            )
         result = json.loads(self.out.read_text())
-        result["driver"] = {"pid": os.getpid(), "wall_s": self.out.stat().st_mtime - t0, "log": str(self.log)}
+        result["driver"] = {
+            "pid": os.getpid(),
+            "wall_s": self.out.stat().st_mtime - t0,
+            "log": str(self.log),
+        }
         return result
 
     def stop_if_running(self) -> None:
@@ -104,8 +124,9 @@ class EngineRun:
 
 
 class EngineRuns:
-    """A pytest run's CPU children by name (tilegate.testing.pytest_fixtures: the name is the fixture that
-    reads it), started and stopped together. ``start`` takes the names the selected tests read."""
+    """A pytest run's CPU children by name (tilegate.testing.pytest_fixtures: the name is the
+    fixture that reads it), started and stopped together. ``start`` takes the names the selected
+    tests read."""
 
     def __init__(self, runs: dict[str, EngineRun]):
         self.runs = runs

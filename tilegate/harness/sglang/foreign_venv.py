@@ -5,9 +5,8 @@ dependencies; the gate's environment has neither), under either TileLang the gat
   0.1.15  the gate's: an overlay folder (pip --target, scripts/install-sglang-cpu.sh) put first on
           PYTHONPATH, so the same SGLang and torch import the other TileLang
 
-The child is plain pytest in that venv over suite/foreign/test_foreign_kernels.py, ``-m "compile or isa"``;
-its JUnit XML comes back as a tilelang_venv.TierResult.
-"""
+The child is plain pytest in that venv over suite/foreign/test_foreign_kernels.py, ``-m "compile
+or isa"``; its JUnit XML comes back as a tilelang_venv.TierResult."""
 
 from __future__ import annotations
 
@@ -29,5 +28,10 @@ def missing_reason(version: str) -> str | None:
 
 def run_tiers(version: str, artifacts: Path, cache: Path, timeout: float = 1800) -> TierResult:
     overlay = (OVERLAYS[version],) if version in OVERLAYS else ()
-    return run_child_pytest(venv_python(), ["-n", "2", f"--tilegate-cache={cache}", "-m", TIERS, MODULE], artifacts,
-                            timeout, first=overlay)
+    return run_child_pytest(
+        venv_python(),
+        ["-n", "2", f"--tilegate-cache={cache}", "-m", TIERS, MODULE],
+        artifacts,
+        timeout,
+        first=overlay,
+    )

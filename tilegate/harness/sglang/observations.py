@@ -14,7 +14,8 @@ from tilegate.harness.sglang.protocol import MARKER_DIR_ENV
 
 
 def marker(kind: str, record: dict | None = None) -> None:
-    """One line in this process's ``kind`` file of the marker folder; nothing outside the harness."""
+    """One line in this process's ``kind`` file of the marker folder; nothing outside the
+    harness."""
     folder = os.environ.get(MARKER_DIR_ENV)
     if folder:
         line = {**(record or {}), "pid": os.getpid(), "ppid": os.getppid(), "time": time.time()}
@@ -23,8 +24,9 @@ def marker(kind: str, record: dict | None = None) -> None:
 
 
 def read_markers(folder: Path) -> dict:
-    """In the child: each SGLang process's records in ``folder`` (tilegate.harness.sglang.registration,
-    .instrumented): where the plugin registered, and each backend built and the batches it served."""
+    """In the child: each SGLang process's records in ``folder``
+    (tilegate.harness.sglang.registration, .instrumented): where the plugin registered, and each
+    backend built and the batches it served."""
     out: dict = {"registered_pids": [], "backend": []}
     for path in sorted(folder.iterdir()):
         records = [json.loads(line) for line in path.read_text().splitlines() if line]
@@ -37,7 +39,8 @@ def read_markers(folder: Path) -> dict:
 
 def use_marker_dir(folder: Path) -> Path:
     """In the child: SGLang processes started from now on (they inherit the environment) record into
-    ``folder``, and so does the plugin here: a later phase's markers stay apart from the earlier ones."""
+    ``folder``, and so does the plugin here: a later phase's markers stay apart from the earlier
+    ones."""
     folder.mkdir(exist_ok=True)
     os.environ[MARKER_DIR_ENV] = str(folder)
     return folder
@@ -58,26 +61,40 @@ class Served:
     prefixed_extends: int  # extend batches with at least one request over a cached prefix
     replays: int
     captures: int
-    joined_while_decoding: int  # extends whose next decode batch carries more requests than it: continuous batching
+    # extends whose next decode batch carries more requests than it: continuous batching
+    joined_while_decoding: int
     entry_points: frozenset[str]  # "first-extend", "first-decode" as seen
 
 
 def served(markers: dict, served_as: str) -> Served:
     """The one backend built as ``served_as`` in this phase's markers; raises if none or several."""
-    built = [m for m in markers["backend"] if m["event"] == "constructed" and m["served_as"] == served_as]
+    built = [
+        m for m in markers["backend"] if m["event"] == "constructed" and m["served_as"] == served_as
+    ]
     if len(built) != 1:
-        raise AssertionError(f"{len(built)} backends built as {served_as!r} (one expected): {built}")
+        raise AssertionError(
+            f"{len(built)} backends built as {served_as!r} (one expected): {built}"
+        )
     b = built[0]
     mine = [m for m in markers["backend"] if m["pid"] == b["pid"]]
     batches = [m for m in mine if m["event"] == "batch" and m["graph"] != "capture"]
     extends = [m for m in batches if m["kind"] == "extend"]
-    joined = sum(1 for m, nxt in zip(batches, batches[1:])
-                 if m["kind"] == "extend" and nxt["kind"] == "decode" and nxt["requests"] > m["requests"])
-    return Served(served_as=served_as, mode=b["mode"], pid=b["pid"], ppid=b["ppid"],
-                  extend_tokens=sum(m["tokens"] for m in extends),
-                  decode_tokens=sum(m["tokens"] for m in batches if m["kind"] == "decode"),
-                  extend_batches=len(extends), prefixed_extends=sum(1 for m in extends if m.get("prefixed")),
-                  replays=sum(1 for m in batches if m["graph"] == "replay"),
-                  captures=sum(1 for m in mine if m["event"] == "batch" and m["graph"] == "capture"),
-                  joined_while_decoding=joined,
-                  entry_points=frozenset(m["event"] for m in mine if m["event"].startswith("first-")))
+    joined = sum(
+        1
+        for m, nxt in zip(batches, batches[1:])
+        if m["kind"] == "extend" and nxt["kind"] == "decode" and nxt["requests"] > m["requests"]
+    )
+    return Served(
+        served_as=served_as,
+        mode=b["mode"],
+        pid=b["pid"],
+        ppid=b["ppid"],
+        extend_tokens=sum(m["tokens"] for m in extends),
+        decode_tokens=sum(m["tokens"] for m in batches if m["kind"] == "decode"),
+        extend_batches=len(extends),
+        prefixed_extends=sum(1 for m in extends if m.get("prefixed")),
+        replays=sum(1 for m in batches if m["graph"] == "replay"),
+        captures=sum(1 for m in mine if m["event"] == "batch" and m["graph"] == "capture"),
+        joined_while_decoding=joined,
+        entry_points=frozenset(m["event"] for m in mine if m["event"].startswith("first-")),
+    )

@@ -24,7 +24,8 @@ class PlantedBug:
 REFERENCE_BUGS = {
     "scale": PlantedBug(scale_factor=1.25),
     "stale_kv": PlantedBug(decode_len_shift=1),
-    "scale10": PlantedBug(scale_factor=1.1),  # keeps the long-context model's greedy tokens, moves logprobs
+    # keeps the long-context model's greedy tokens, moves logprobs
+    "scale10": PlantedBug(scale_factor=1.1),
 }
 # the production kernels' bugs (GPU)
 KERNEL_BUGS = {

@@ -28,7 +28,8 @@ HARNESS_PLUGIN = "tilelang-harness"
 
 VENV = Path(os.environ.get("TILEGATE_SGLANG_VENV", REPO_ROOT / ".venv-sglang"))
 INSTALL_HINT = "run scripts/install-sglang-cpu.sh"
-PRODUCTION_PLUGIN = "tilelang"  # tilegate.serving.sglang_plugin: the harness plugin registers it, observed
+# tilegate.serving.sglang_plugin: the harness plugin registers it, observed
+PRODUCTION_PLUGIN = "tilelang"
 
 
 def venv_python() -> Path:
@@ -51,15 +52,21 @@ def gpu_missing_reason(python: str, on_mi300x: bool) -> str | None:
 
     if on_mi300x or importlib.util.find_spec("sglang") is not None:
         return None
-    return (f"no SGLang GPU build importable from {python}: install SGLang's CUDA/ROCm build "
-            "(on the H200 here: ../shared/device/sglang-h200)")
+    return (
+        f"no SGLang GPU build importable from {python}: install SGLang's CUDA/ROCm build "
+        "(on the H200 here: ../shared/device/sglang-h200)"
+    )
 
 
 def gpu_plugins(configured: str | None) -> str:
     """SGLANG_PLUGINS for a GPU child: the caller's allow-list (an environment such as the H200's
     kit adds plugins of its own), with the production plugin swapped for the harness plugin, which
     registers it observed; loaded after it, the production plugin would replace the observed one."""
-    names = [n for n in (configured or "").split(",") if n and n not in (PRODUCTION_PLUGIN, HARNESS_PLUGIN)]
+    names = [
+        n
+        for n in (configured or "").split(",")
+        if n and n not in (PRODUCTION_PLUGIN, HARNESS_PLUGIN)
+    ]
     return ",".join([HARNESS_PLUGIN, *names])
 
 
@@ -69,8 +76,11 @@ def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
     (the gate's own python): the caller's SGLANG_* and PYTHONPATH pass through, since that is how
     an SGLang GPU environment is set up (the MI300X container, the H200's kit)."""
     keep_sglang = not cpu
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TILEGATE_SGLANG_") and (keep_sglang or not k.startswith("SGLANG_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TILEGATE_SGLANG_") and (keep_sglang or not k.startswith("SGLANG_"))
+    }
     env |= {
         "HF_HUB_OFFLINE": "1",  # never the hub: the model is built locally or is a local checkpoint
         "TRANSFORMERS_OFFLINE": "1",
@@ -82,9 +92,12 @@ def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
     if cpu:
         env |= {
             "SGLANG_USE_CPU_ENGINE": "1",  # SGLang's CPU platform (torch sees no GPU here)
-            # One intra-op thread per process: on the 2-core CI machine torch's thread pool makes each
-            # tiny matmul take ~8 ms instead of ~5 us (the reference backend's decode went from 13 s to
-            # 0.4 s), and the engine's processes and the other xdist worker share those cores anyway.
+            # One intra-op thread per process: on the 2-core CI machine torch's thread pool makes
+            # each
+            # tiny matmul take ~8 ms instead of ~5 us (the reference backend's decode went from 13 s
+            # to
+            # 0.4 s), and the engine's processes and the other xdist worker share those cores
+            # anyway.
             "OMP_NUM_THREADS": "1",
         }
         env.pop("PYTHONPATH", None)  # the venv's editable install provides tilegate

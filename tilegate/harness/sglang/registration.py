@@ -34,11 +34,14 @@ def _factory(name: str, ops: str | None = None, args: tuple = (), planted_bug: s
     """A backend factory for ``name``: ``ops`` names an adapter class of instrumented.py, built with
     ``args`` (None: the production kernels). instrumented.py, and torch with it, loads only when
     SGLang builds a model runner: registering costs nothing."""
+
     def create(model_runner):
         from tilegate.harness.sglang import instrumented
 
         adapter = getattr(instrumented, ops)(*args) if ops else None
-        return instrumented.ObservedBackend(model_runner, adapter, served_as=name, planted_bug=planted_bug)
+        return instrumented.ObservedBackend(
+            model_runner, adapter, served_as=name, planted_bug=planted_bug
+        )
 
     return create
 
@@ -66,5 +69,10 @@ def register() -> None:
     for bug in KERNEL_BUGS:
         name = kernel_planted_name(bug)
         sglang_plugin.register_backend(name, _factory(name, "PlantedKernelOps", (bug,), bug))
-    names = [sglang_plugin.BACKEND_NAME, REFERENCE, *map(planted_name, REFERENCE_BUGS), *map(kernel_planted_name, KERNEL_BUGS)]
+    names = [
+        sglang_plugin.BACKEND_NAME,
+        REFERENCE,
+        *map(planted_name, REFERENCE_BUGS),
+        *map(kernel_planted_name, KERNEL_BUGS),
+    ]
     marker("registered", {"names": names})

@@ -15,8 +15,14 @@ from dataclasses import dataclass
 # Small pools and no warm-up on a CPU: the default KV pool there is sized from free memory (~50 s
 # to allocate here). 8192 pool tokens and a 4096-token context hold the CPU tier's prompts (the
 # longest, 3782 tokens, with its answer) beside the short ones.
-CPU_ENGINE_DEFAULTS = {"max_total_tokens": 8192, "context_length": 4096, "max_running_requests": 8,
-                       "disable_cuda_graph": True, "skip_server_warmup": True, "log_level": "error"}
+CPU_ENGINE_DEFAULTS = {
+    "max_total_tokens": 8192,
+    "context_length": 4096,
+    "max_running_requests": 8,
+    "disable_cuda_graph": True,
+    "skip_server_warmup": True,
+    "log_level": "error",
+}
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class Request:
 
 
 def model_path(which: str) -> str:
-    """"trained": the trained tiny Llama-3 (built and trained once per machine, cached);
+    """ "trained": the trained tiny Llama-3 (built and trained once per machine, cached);
     "long-context": the tiny Llama-3 trained for retrieval (fixtures/long_context_llama.py);
     "tiny": the random one; "llama3-8b-shape": a config without weights (load_format="dummy");
     anything else: a checkpoint folder (a local Meta-Llama-3)."""
@@ -49,14 +55,16 @@ def engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "
     import sglang
 
     chosen = {} if backend == "default" else {"attention_backend": backend}
-    return sglang.Engine(model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0,
-                         **chosen, **kw)
+    return sglang.Engine(
+        model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0, **chosen, **kw
+    )
 
 
 def _reported_id(token: int, vocab_size: int) -> int:
-    """The token id SGLang 0.5.23 reports beside a prompt logprob: it writes 0 for ids >= vocab_size - 1
-    (scheduler_components/logprob_result_processor.py), so the vocabulary's last id too; the logprob
-    itself is that token's (measured on the CPU engine against transformers FP32: equal)."""
+    """The token id SGLang 0.5.23 reports beside a prompt logprob: it writes 0 for ids >=
+    vocab_size - 1 (scheduler_components/logprob_result_processor.py), so the vocabulary's last
+    id too; the logprob itself is that token's (measured on the CPU engine against transformers
+    FP32: equal)."""
     return token if token < vocab_size - 1 else 0
 
 
@@ -66,13 +74,17 @@ def _prompt_rows(req: Request, entries: list, vocab_size: int) -> list[float]:
     Aligned by the token ids they name: a misaligned or short answer raises."""
     start = req.logprob_start
     assert start is not None
-    want = [_reported_id(t, vocab_size) for t in req.ids[start + 1:]]
-    got = [e for e in entries if e[0] is not None][-len(want):] if want else []
+    want = [_reported_id(t, vocab_size) for t in req.ids[start + 1 :]]
+    got = [e for e in entries if e[0] is not None][-len(want) :] if want else []
     ids = [int(e[1]) for e in got]
     if ids != want:
-        bad = next((i for i, (a, b) in enumerate(zip(ids, want)) if a != b), min(len(ids), len(want)))
-        raise RuntimeError(f"prompt logprobs from row {start}: the engine names token {ids[bad:bad + 1]} at row "
-                           f"{start + bad}, the prompt {want[bad:bad + 1]} ({len(got)} rows of {len(want)})")
+        bad = next(
+            (i for i, (a, b) in enumerate(zip(ids, want)) if a != b), min(len(ids), len(want))
+        )
+        raise RuntimeError(
+            f"prompt logprobs from row {start}: the engine names token {ids[bad : bad + 1]} at row "
+            f"{start + bad}, the prompt {want[bad : bad + 1]} ({len(got)} rows of {len(want)})"
+        )
     return [float(e[0]) for e in got]
 
 
@@ -80,29 +92,53 @@ def generate(eng, requests: list[Request], top_k: int, vocab_size: int) -> list[
     """One batched greedy call; per request: the greedy token ids, each step's top-k as
     [[token, logprob], ...] (best first), its top-1 minus top-2 logprob, the prompt rows'
     logprobs where asked, and the prompt and cached token counts the engine reports."""
-    params = [{"temperature": 0.0, "max_new_tokens": r.max_new_tokens, "ignore_eos": True} for r in requests]
+    params = [
+        {"temperature": 0.0, "max_new_tokens": r.max_new_tokens, "ignore_eos": True}
+        for r in requests
+    ]
     starts = [-1 if r.logprob_start is None else r.logprob_start for r in requests]
-    outs = eng.generate(input_ids=[r.ids for r in requests], sampling_params=params, return_logprob=True,
-                        top_logprobs_num=top_k, logprob_start_len=starts)
+    outs = eng.generate(
+        input_ids=[r.ids for r in requests],
+        sampling_params=params,
+        return_logprob=True,
+        top_logprobs_num=top_k,
+        logprob_start_len=starts,
+    )
     results = []
     for req, out in zip(requests, outs, strict=True):
         meta = out["meta_info"]
-        tops = [[[int(tok), float(lp)] for lp, tok, *_ in step] for step in meta["output_top_logprobs"]]
-        record = {"tokens": [int(t[1]) for t in meta["output_token_logprobs"]], "top": tops,
-                  "gaps": [top[0][1] - top[1][1] for top in tops],
-                  "prompt_tokens": int(meta.get("prompt_tokens", -1)),
-                  "cached_tokens": int(meta.get("cached_tokens", -1)),
-                  "completion_tokens": int(meta.get("completion_tokens", -1))}
+        tops = [
+            [[int(tok), float(lp)] for lp, tok, *_ in step] for step in meta["output_top_logprobs"]
+        ]
+        record = {
+            "tokens": [int(t[1]) for t in meta["output_token_logprobs"]],
+            "top": tops,
+            "gaps": [top[0][1] - top[1][1] for top in tops],
+            "prompt_tokens": int(meta.get("prompt_tokens", -1)),
+            "cached_tokens": int(meta.get("cached_tokens", -1)),
+            "completion_tokens": int(meta.get("completion_tokens", -1)),
+        }
         if req.logprob_start is not None:
-            record["prompt_logprobs"] = _prompt_rows(req, meta.get("input_token_logprobs") or [], vocab_size)
+            record["prompt_logprobs"] = _prompt_rows(
+                req, meta.get("input_token_logprobs") or [], vocab_size
+            )
         results.append(record)
     return results
 
 
-def serve(model: str, backend: str, rounds: list[list[Request]], top_k: int, *, device: str, dtype: str,
-          kw: dict) -> tuple[list, dict, str]:
+def serve(
+    model: str,
+    backend: str,
+    rounds: list[list[Request]],
+    top_k: int,
+    *,
+    device: str,
+    dtype: str,
+    kw: dict,
+) -> tuple[list, dict, str]:
     """One engine serving ``model`` with ``backend``, each round one batched greedy call on it.
-    Returns the generations per round, the start and generate seconds, and the backend SGLang ran."""
+    Returns the generations per round, the start and generate seconds, and the backend SGLang
+    ran."""
     from transformers import AutoConfig
 
     vocab_size = AutoConfig.from_pretrained(model).vocab_size
