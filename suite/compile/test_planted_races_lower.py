@@ -4,7 +4,9 @@ source it is looked for in, the bitwise comparison counts what differs, and whic
 asynchronous paths."""
 
 import difflib
-import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 
 import pytest
 import torch
@@ -25,7 +27,6 @@ from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
 from tilegate.kernels.registry import planted_pass_configs
-from tilegate.lowering import lower
 from tilegate.runtime import TARGET_PASS_CONFIGS
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
@@ -35,17 +36,50 @@ def _config(target: str, name: str):
     return next(c for c in configs_for(target, 128, EXTEND_TABLES) if c.name == name)
 
 
-@functools.cache
-def _cuda_source(factory, cfg, defect=None) -> str:
-    """The sm90 source, with the pass configs a launch on the H200 would get (the planted ones
-    from the registry)."""
-    passes = {**TARGET_PASS_CONFIGS["sm90"], **planted_pass_configs(factory, defect)}
-    options = {"defect": defect} if defect else {}
-    return lower(factory(SHAPE, cfg, **options), "sm90", passes)[0]
+@dataclass(frozen=True)
+class Sm90Lowering:
+    """A kernel lowered for sm90 with the pass configs a launch on the H200 would get (the planted
+    ones from the registry): a tilegate.builder.Buildable, so the builder's disk cache keeps it
+    across runs (a warm run lowers nothing; a changed kernel file misses)."""
+
+    factory: Callable
+    cfg: object
+    defect: Enum | None = None
+    target = "sm90"
+
+    @property
+    def name(self) -> str:
+        return f"{self.factory.__name__}-{SHAPE.name}-{self.cfg.name}-{self.defect or 'healthy'}"
+
+    @property
+    def threads(self) -> int:
+        return self.cfg.threads
+
+    def pass_configs(self) -> dict:
+        return {**TARGET_PASS_CONFIGS["sm90"], **planted_pass_configs(self.factory, self.defect)}
+
+    def cache_key(self) -> str:
+        parts = (self.name, repr(SHAPE), repr(self.cfg), repr(sorted(self.pass_configs().items())))
+        return "\0".join(parts)
+
+    def lowering_input(self):
+        options = {"defect": self.defect} if self.defect else {}
+        return self.factory(SHAPE, self.cfg, **options), self.pass_configs()
 
 
-def _cuda_lines(cfg, defect=None) -> list[str]:
-    return [line.strip() for line in _cuda_source(paged_extend, cfg, defect).splitlines()]
+@pytest.fixture
+def cuda_source(builder):
+    return lambda factory, cfg, defect=None: (
+        builder.lowered(Sm90Lowering(factory, cfg, defect)).source
+    )
+
+
+@pytest.fixture
+def cuda_lines(cuda_source):
+    def lines(cfg, defect=None) -> list[str]:
+        return [line.strip() for line in cuda_source(paged_extend, cfg, defect).splitlines()]
+
+    return lines
 
 
 def _changes(healthy: list[str], planted: list[str]) -> tuple[list[str], list[str]]:
@@ -53,15 +87,15 @@ def _changes(healthy: list[str], planted: list[str]) -> tuple[list[str], list[st
     return [d[2:] for d in diff if d.startswith("- ")], [d[2:] for d in diff if d.startswith("+ ")]
 
 
-def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisation():
+def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisation(cuda_lines):
     cfg = _config("sm90", "m192n128w12-ws")
-    healthy = _cuda_lines(cfg)
-    removed, added = _changes(healthy, _cuda_lines(cfg, ExtendDefect.V_READ_BEFORE_READY))
+    healthy = cuda_lines(cfg)
+    removed, added = _changes(healthy, cuda_lines(cfg, ExtendDefect.V_READ_BEFORE_READY))
     assert (
         (len(removed), added) == (1, []) and "v_ready[" in removed[0] and ".wait(" in removed[0]
     ), (removed, added)
     # the early release: the same lines, the k_free arrive moved above the Q@K^T wgmma
-    planted = _cuda_lines(cfg, ExtendDefect.K_STAGE_RELEASED_EARLY)
+    planted = cuda_lines(cfg, ExtendDefect.K_STAGE_RELEASED_EARLY)
     assert sorted(planted) == sorted(healthy)
     arrive = next(
         line for line in healthy if line.startswith("k_free[") and line.endswith(".arrive();")
@@ -71,21 +105,21 @@ def test_producer_warpgroup_races_are_the_healthy_kernel_less_one_synchronisatio
 
 
 @pytest.mark.parametrize("target, name", [("sm90", "m128n128w8-pf"), ("gfx942", "m128n64w4")])
-def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, name):
+def test_prefetch_race_is_the_healthy_kernel_less_the_loop_top_barrier(target, name, cuda_lines):
     cfg = _config(target, name)
-    healthy = _cuda_lines(cfg)
-    planted = _cuda_lines(cfg, ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
+    healthy = cuda_lines(cfg)
+    planted = cuda_lines(cfg, ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
     removed, added = _changes(healthy, planted)
     assert (removed, added) == (["__syncthreads();"], []), (removed, added)
     loop = next(i for i, line in enumerate(healthy) if line.startswith("for (int kb = 0;"))
     assert healthy[loop + 1] == "__syncthreads();" and planted[loop + 1] != "__syncthreads();"
 
 
-def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other():
+def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other(cuda_source):
     sources = {
-        TMA_PIPELINE: _cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
-        PRODUCER_WARPGROUP: _cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
-        REGISTER_PREFETCH: _cuda_source(paged_extend, _config("sm90", "m128n128w8-pf")),
+        TMA_PIPELINE: cuda_source(flash_fwd, configs_for("sm90", 128, CONFIG_TABLES)[1]),
+        PRODUCER_WARPGROUP: cuda_source(paged_extend, _config("sm90", "m192n128w12-ws")),
+        REGISTER_PREFETCH: cuda_source(paged_extend, _config("sm90", "m128n128w8-pf")),
     }
     for built, source in sources.items():
         assert [p for p in sources if cuda_source_shows(p, source)] == [built], built

@@ -21,7 +21,9 @@ from tilegate.fixtures.e2e_prompts import LONG_CONTEXT_PLANTED, LONG_CONTEXT_PRO
 from tilegate.references.agreement import Agreement, GreedyRun, compare
 from tilegate.testing.pytest_fixtures import sglang_engine_run
 
-pytestmark = [pytest.mark.sglang]
+# nested: its own SGLang CPU child, about 65 CPU s, so in -m nested (.ci/run) with the other
+# runs in .venv-sglang rather than in the README's test command
+pytestmark = [pytest.mark.sglang, pytest.mark.nested]
 
 # Long context, FP32 against FP32: the engine's reference ops and transformers (with the gate's
 # chunked FP32 attention) compute the same model in the same precision, only in another order of

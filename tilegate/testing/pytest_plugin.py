@@ -178,6 +178,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # read (and only those) now, in the background, so they overlap the rest of the suite.
     from tilegate.harness.sglang.protocol import missing_reason
     from tilegate.testing.pytest_fixtures import sglang_runs_read_by
+    from tilegate.testing.skips import skip_reason
 
     if session.config.option.collectonly:
         return
@@ -187,6 +188,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for item in session.items
         if not item.get_closest_marker("gpu")
         for name in sglang_runs_read_by(item)
+        if skip_reason(item) is None  # an opt-in test this run leaves out starts no child
     }
     if wanted and missing_reason() is None:
         sglang_engine_run().start(sorted(wanted))

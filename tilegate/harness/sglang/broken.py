@@ -23,8 +23,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilegate.harness.sglang.serve import CPU_ENGINE_DEFAULTS, engine
-
 STARTED = "TILEGATE: engine started"  # printed only if the engine came up: it must not
 REASON = "UnsupportedByTileLangBackend:"  # the lines that say why it refused
 
@@ -33,6 +31,7 @@ def start_broken(spec_name: str) -> int:
     """In the grandchild: start an engine with the production "tilelang" backend on the model the
     fixture names (tilegate.fixtures.tiny_llama.<spec_name>), which it must refuse."""
     from tilegate.fixtures import tiny_llama
+    from tilegate.harness.sglang.serve import CPU_ENGINE_DEFAULTS, engine
 
     # context 1024: the broken variants keep the random model's 2048 positions
     kw: dict = CPU_ENGINE_DEFAULTS | {"context_length": 1024}
@@ -78,13 +77,20 @@ def start(label: str, spec_name: str, workdir: Path) -> Started:
     return Started(log_path, exit_path, pid_path, time.time())
 
 
-def stop(started: Started) -> None:
+def stop(started: Started, grace: float = 10.0) -> None:
     """End an engine start still running (the child failed or gave up on it): SIGQUIT, which
-    SGLang's engine answers by killing its own process tree."""
+    SGLang's engine answers by killing its own process tree; SIGKILL if it still runs after
+    ``grace`` seconds (a start that had not yet taken SIGQUIT back from its shell, see __main__)."""
     if started.exit_path.exists() or not started.pid_path.exists():
         return
     try:
-        os.kill(int(started.pid_path.read_text()), signal.SIGQUIT)
+        pid = int(started.pid_path.read_text())
+        os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            os.kill(pid, 0)  # ProcessLookupError once its shell has reaped it
+        os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, ValueError):
         pass
 
@@ -113,4 +119,8 @@ def collect(started: Started, timeout: float = 600) -> dict:
 
 
 if __name__ == "__main__":
+    # start() runs this as an asynchronous list of a non-interactive sh, which POSIX starts with
+    # SIGINT and SIGQUIT ignored; stop() ends a start with SIGQUIT, so take its default back
+    # before the slow imports (SGLang's engine installs its own handler later).
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     sys.exit(start_broken(sys.argv[1]))
