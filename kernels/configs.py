@@ -179,11 +179,10 @@ _GFX942_COMMON = (
 )
 GFX942_CONFIGS = {64: _GFX942_COMMON, 128: _GFX942_COMMON}
 
-# sm90 configs, chosen from the perf tier on the H200 (docs/perf.md): TileLang
-# warp-specialises these (a TMA producer warpgroup beside 3 or 2 consumer warpgroups of 64 rows).
-# 192 query rows per workgroup were 4-9% faster than 128 at 8192-32768 tokens and within the noise
-# at
-# 3782 (the runs disagree there); 2 stages of 128 keys.
+# sm90 configs, chosen from the perf tier on the H200 (docs/perf.md): TileLang warp-specialises
+# these (a TMA producer warpgroup beside 3 or 2 consumer warpgroups of 64 rows). 192 query rows per
+# workgroup were 4-9% faster than 128 at 8192-32768 tokens and within the noise at 3782 (the runs
+# disagree there); 2 stages of 128 keys.
 _SM90_COMMON = (
     TileConfig("m192n128w12", block_m=192, block_n=128, num_stages=2, threads=384),
     TileConfig("m128n128w8", block_m=128, block_n=128, num_stages=2, threads=256),

@@ -59,8 +59,8 @@ class ExtendDefect(Defect):
     # after a cached prefix, each new token is placed one position late, so it also sees the key
     # after its own (end-to-end tier)
     PREFIX_OFF_BY_ONE = "prefix_off_by_one"
-    # producer-warpgroup path (gather_warpgroup): P@V reads a V stage without waiting on its
-    # ready barrier
+    # producer-warpgroup path (gather_warpgroup): P@V reads a V stage without waiting on its ready
+    # barrier
     V_READ_BEFORE_READY = "v_read_before_ready"
     # producer-warpgroup path: a K stage is released (k_free) before Q@K^T has read it
     K_STAGE_RELEASED_EARLY = "k_stage_released_early"

@@ -106,8 +106,7 @@ def paged_decode_split(
                     T.copy(k_next, k_tile)
                     stage_v(v_next, v_tile)
                     # in flight while this block computes; past the last block, every slot is
-                    # NO_SLOT
-                    # and nothing is read
+                    # NO_SLOT and nothing is read
                     advance_kv_prefetch(
                         req_to_token,
                         req,

@@ -124,13 +124,11 @@ def advance_kv_prefetch(
 
 # A gathering producer warpgroup (configs with gather_warpgroup, sm90). Its PRODUCER_THREADS threads
 # gather block kb's K rows and then its V rows by cp.async into shared stage kb % stages, each row
-# 16
-# bytes a thread by ROW_LANES threads (128 contiguous bytes per row and pass; head_dim 64 and 128,
-# the
-# only ones AttentionShape takes, are whole passes). Each cp.async batch
-# arrives on the stage's ready barrier when it lands (.noinc: one arrival per producer thread); the
-# consumers arrive on its free barrier when their matrix product has read it. Rows at ``limit`` and
-# past are zero-filled (cp.async with no source bytes): nothing past a request's context is read.
+# 16 bytes a thread by ROW_LANES threads (128 contiguous bytes per row and pass; head_dim 64 and
+# 128, the only ones AttentionShape takes, are whole passes). Each cp.async batch arrives on the
+# stage's ready barrier when it lands (.noinc: one arrival per producer thread); the consumers
+# arrive on its free barrier when their matrix product has read it. Rows at ``limit`` and past are
+# zero-filled (cp.async with no source bytes): nothing past a request's context is read.
 ROW_LANES = 8
 CP_ASYNC_BYTES = 16
 

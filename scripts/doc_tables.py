@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Write the tables the docs generate: the README's tier table (tilegate/testing/tiers.py),
 docs/results.md's latency proxies (the committed golden snapshots) and docs/layout.md's modules.
-Each sits between a pair of
-``<!-- NAME:begin -->`` / ``<!-- NAME:end -->`` lines. With --check, change nothing and exit 1 if
-a table differs from what would be written.
+Each sits between a pair of ``<!-- NAME:begin -->`` / ``<!-- NAME:end -->`` lines. With --check,
+change nothing and exit 1 if a table differs from what would be written.
 
     python3 scripts/doc_tables.py [--check]
 """
@@ -51,9 +50,10 @@ def main() -> int:
     parser.add_argument("--check", action="store_true")
     check = parser.parse_args().check
     if check:
-        for what in stale():
+        found = stale()
+        for what in found:
             print(f"stale table: {what}; run python3 scripts/doc_tables.py", file=sys.stderr)
-        return 1 if stale() else 0
+        return 1 if found else 0
     for name, (file, generate) in TABLES.items():
         path = ROOT / file
         path.write_text(replaced(path.read_text(), name, generate()))

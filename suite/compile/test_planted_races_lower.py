@@ -19,6 +19,7 @@ from tilegate.kernels.configs import (
     PRODUCER_WARPGROUP,
     REGISTER_PREFETCH,
     TMA_PIPELINE,
+    TileConfig,
     asynchronous_paths,
     configs_for,
 )
@@ -43,7 +44,7 @@ class Sm90Lowering:
     across runs (a warm run lowers nothing; a changed kernel file misses)."""
 
     factory: Callable
-    cfg: object
+    cfg: TileConfig
     defect: Enum | None = None
     target = "sm90"
 

@@ -46,8 +46,8 @@ PLANTED = (PrefillDefect.SKIP_MIDDLE_BLOCK, PrefillDefect.WRONG_SCALE_10PCT)
 # ... and in SGLang's paged kernels, run under transformers as a one-request pool
 # (tilegate.serving.hf_attention.paged_attention_function): each prompt from just before its span
 # (span_start - 8) is an extend over the cached rest, as after a prefix-cache hit, so that a row
-# that sees a key past its own reads the span before the prompt gets there; every generated token
-# is a decode
+# that sees a key past its own reads the span before the prompt gets there; every generated token is
+# a decode
 PAGED_PLANTED = {
     "prefix_off_by_one": {"extend_defect": ExtendDefect.PREFIX_OFF_BY_ONE},
     "drop_smallest_split": {"combine_defect": CombineDefect.DROP_SMALLEST_SPLIT},

@@ -81,9 +81,8 @@ def only_entry(cache: Path, kind: str) -> Path:
 
 def test_truncated_code_object_is_rebuilt(built, tmp_path):
     # Symptom: a kernel.hsaco cut short (full disk, killed worker, half-restored CI cache) was
-    # loaded as is.
-    # Fix: every entry has a manifest (size, sha256 per file) checked on load; a mismatch rebuilds
-    # it.
+    # loaded as is. Fix: every entry has a manifest (size, sha256 per file) checked on load; a
+    # mismatch rebuilds it.
     cache, case = copy_cache(built, tmp_path), built[1]
     hsaco = KernelBuilder(cache).code_object(case).hsaco
     hsaco.write_bytes(built[2][: len(built[2]) // 2])
@@ -99,9 +98,8 @@ def test_truncated_code_object_is_rebuilt(built, tmp_path):
 
 def test_altered_listing_is_rebuilt(built, tmp_path):
     # Symptom: a listing with flipped bytes (same size) fed the ISA rules instructions the compiler
-    # never emitted.
-    # Fix: the manifest's sha256 covers the listing, notes and ELF header too, not only the code
-    # object.
+    # never emitted. Fix: the manifest's sha256 covers the listing, notes and ELF header too, not
+    # only the code object.
     cache, case = copy_cache(built, tmp_path), built[1]
     listing = KernelBuilder(cache).code_object(case).listing
     data = bytearray(listing.read_bytes())
@@ -116,9 +114,8 @@ def test_altered_listing_is_rebuilt(built, tmp_path):
 @pytest.mark.parametrize("damage", ["truncated", "garbled"])
 def test_damaged_lowered_entry_is_relowered(built, tmp_path, monkeypatch, damage):
     # Symptom: a truncated lowered JSON crashed the run; a garbled one that still parsed was
-    # compiled as the kernel.
-    # Fix: the entry embeds the sha256 of its fields; an entry that fails to parse or match is
-    # relowered.
+    # compiled as the kernel. Fix: the entry embeds the sha256 of its fields; an entry that fails to
+    # parse or match is relowered.
     cache, case = copy_cache(built, tmp_path), built[1]
     before = KernelBuilder(cache).lowered(case)
     path = only_entry(cache, "lowered")
@@ -174,9 +171,8 @@ def tiny_copy(tiny_cache: Path, tmp_path: Path):
 )
 def test_entry_with_broken_manifest_or_missing_file_is_rebuilt(tiny_cache, tmp_path, damage):
     # Symptom: an entry counted as complete when kernel.hsaco existed, whatever the other files
-    # held.
-    # Fix: no manifest, an unreadable one, or a file it lists missing: the entry is discarded and
-    # rebuilt.
+    # held. Fix: no manifest, an unreadable one, or a file it lists missing: the entry is discarded
+    # and rebuilt.
     chain = light_toolchain()
     first = tiny_copy(tiny_cache, tmp_path)
     good, manifest = first.hsaco.read_bytes(), first.hsaco.parent / MANIFEST
@@ -204,9 +200,8 @@ def test_entry_with_broken_manifest_or_missing_file_is_rebuilt(tiny_cache, tmp_p
 @pytest.mark.parametrize("theirs_damaged", [False, True], ids=["theirs-good", "theirs-damaged"])
 def test_losing_the_install_race(tiny_cache, tmp_path, monkeypatch, recwarn, theirs_damaged):
     # Symptom: two workers building one key wrote file by file into one folder; a reader could see a
-    # mix.
-    # Fix: build in a folder beside it, rename it into place; the loser keeps the winner's entry if
-    # it verifies.
+    # mix. Fix: build in a folder beside it, rename it into place; the loser keeps the winner's
+    # entry if it verifies.
     chain = light_toolchain()
     entry = tiny_copy(tiny_cache, tmp_path).hsaco.parent
     theirs = tmp_path / "theirs"
@@ -250,9 +245,8 @@ print(len(compiles), obj.hsaco)
 
 def test_concurrent_builds_leave_one_verified_entry(tmp_path):
     # Symptom: xdist workers building the same key at once could leave a half-written or mixed
-    # entry.
-    # Fix: each builds in its own temporary folder and renames it whole; the loser verifies and
-    # keeps the winner's.
+    # entry. Fix: each builds in its own temporary folder and renames it whole; the loser verifies
+    # and keeps the winner's.
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     children = [
         subprocess.Popen(

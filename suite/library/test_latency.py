@@ -46,8 +46,7 @@ IN_LINE = ROTATED.replace(
 def test_a_prefetch_laid_out_past_the_loops_closing_branch_belongs_to_the_loop():
     body = inner_loop(ROTATED)
     # the iteration starts where the loop is entered (the staging of the block loaded ahead), and
-    # the
-    # prefetch past the closing branch is in it, before the compute it runs ahead of
+    # the prefetch past the closing branch is in it, before the compute it runs ahead of
     assert body[0] == "s_waitcnt vmcnt(0)" and MFMA in body
     assert body.index("global_load_dwordx4 v[0:3], v[8:9], off") < body.index(MFMA)
     assert not any(t.startswith(("s_branch", "s_cbranch")) for t in body)

@@ -1,9 +1,10 @@
 """The options that take a path work as the README writes them, with folders that exist (where a
 run's records go: suite/library/test_run_records.py)."""
 
-import os
 import subprocess
 import sys
+
+from isolated_pytest import PYTEST_WITHOUT_INI, environment_of_a_first_run
 
 from tilegate.paths import REPO_ROOT
 from tilegate.testing import skips
@@ -82,31 +83,19 @@ def test_another_project_s_run_keeps_its_artifacts_under_its_own_root(tmp_path):
         "def test_records_go_here(artifacts_dir):\n"
         "    (artifacts_dir / 'mine.txt').write_text('ok')\n"
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TILEGATE_ARTIFACTS", "TILEGATE_PARENT_RUN")
-    }
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
+            *PYTEST_WITHOUT_INI,
             "-p",
             "no:xdist",
             "-p",
             "tilegate.testing.pytest_plugin",
-            "-c",
-            os.devnull,
             "--rootdir",
             str(project),
             "tests",
         ],
         cwd=project,
-        env=env,
+        env=environment_of_a_first_run(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,20 +15,14 @@ SKIPPING = {("pytest", "skip"), ("pytest", "importorskip"), ("mark", "skip"), ("
 def skip_calls(source: str) -> list[int]:
     """Lines of ``source`` that skip: pytest.skip(...), pytest.importorskip(...),
     pytest.mark.skip(...) and skipif, as code (text inside a string is not code)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        func = (
-            node.func
-            if isinstance(node, ast.Call)
-            else node
-            if isinstance(node, ast.Attribute)
-            else None
-        )
-        if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
-            owner = func.value.id if isinstance(func.value, ast.Name) else func.value.attr
-            if (owner, func.attr) in SKIPPING:
-                found.append(node.lineno)
-    return sorted(set(found))
+    found = set()
+    for node in ast.walk(ast.parse(source)):  # a call's function is an attribute node too
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            name = getattr(owner, "id", None) or getattr(owner, "attr", None)
+            if (name, node.attr) in SKIPPING:
+                found.add(node.lineno)
+    return sorted(found)
 
 
 def python_files():

@@ -8,21 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from isolated_pytest import PYTEST_WITHOUT_INI, environment_of_a_first_run
+
 from tilegate.artifacts.records import LATEST, RUNS, latest_run, run_folder
 from tilegate.paths import REPO_ROOT
 from tilegate.testing.run_records import PARENT_ENV
 
-# -c os.devnull drops the ini's addopts: the plugins the gate never uses are left out here too
-NO_PLUGINS = (
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:hypothesispytest",
-    "-p",
-    "no:anyio",
-    "-p",
-    "no:benchmark",
-)
 TESTS = """
 import json, os, subprocess, sys
 
@@ -43,17 +34,11 @@ def project(tmp_path: Path) -> Path:
 
 
 def gate_pytest(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k not in ("TILEGATE_ARTIFACTS", PARENT_ENV)}
+    base = environment_of_a_first_run()
     command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        *NO_PLUGINS,
+        *PYTEST_WITHOUT_INI,
         "-p",
         "tilegate.testing.pytest_plugin",
-        "-c",
-        os.devnull,
         "--rootdir",
         str(root),
         *args,

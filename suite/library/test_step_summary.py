@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from isolated_pytest import PYTEST_WITHOUT_INI
 
 from tilegate.artifacts import render
 from tilegate.artifacts.records import (
@@ -49,24 +50,10 @@ def _junit(tmp: Path, name: str, select: str | None = None) -> Path:
     (tmp / "tests" / "test_generated.py").write_text(TESTS)
     out = tmp / "artifacts" / JUNIT_DIR / f"{name}.xml"
     where = f"tests/test_generated.py::{select}" if select else "tests"
-    # -c devnull leaves out the project's addopts, so the plugins it turns off are named here too
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *PYTEST_WITHOUT_INI,
         "-p",
         "no:xdist",
-        "-p",
-        "no:hypothesispytest",
-        "-p",
-        "no:anyio",
-        "-p",
-        "no:benchmark",
-        "-c",
-        os.devnull,
         "--rootdir",
         str(tmp),
         "-o",
@@ -212,8 +199,7 @@ def _records(root: Path) -> None:
 
 def test_the_summary_needs_only_the_standard_library(failing):
     # As an `if: always()` step runs it where set-up failed: no site-packages (-S), no PYTHONPATH
-    # and
-    # not even its own folder on sys.path (-I): only its checkout, which it finds itself.
+    # and not even its own folder on sys.path (-I): only its checkout, which it finds itself.
     _records(failing)
     proc = subprocess.run(
         [sys.executable, "-I", "-S", str(SUMMARY), str(failing), "--annotate"],

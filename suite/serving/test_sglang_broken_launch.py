@@ -44,8 +44,8 @@ def test_stop_ends_a_start_still_running(tmp_path):
 
 
 def test_stop_ends_a_start_that_ignores_sigquit(tmp_path):
-    # what start()'s shell hands its background job (POSIX: SIGQUIT ignored) before the engine
-    # takes it back
+    # what start()'s shell hands its background job (POSIX: SIGQUIT ignored) before the engine takes
+    # it back
     assert _stopped(tmp_path, quit_ignored=True) == -signal.SIGKILL
 
 

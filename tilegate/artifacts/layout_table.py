@@ -9,14 +9,10 @@ from pathlib import Path
 
 from tilegate.paths import REPO_ROOT
 
-# the card's folders are linked into tilegate/ (tilegate/__init__.py says why): listed at their
-# source
-FOLDERS = (
-    ("kernels", "tilegate.kernels"),
-    ("references", "tilegate.references"),
-    ("fixtures", "tilegate.fixtures"),
-    ("tilegate", "tilegate"),
-)
+# kernels/, references/ and fixtures/ are linked into tilegate/ (tilegate/__init__.py says why):
+# listed at their source, and not again through the links
+LINKED = ("kernels", "references", "fixtures")
+FOLDERS = (*LINKED, "tilegate")
 
 
 def first_sentence(path: Path) -> str:
@@ -28,11 +24,11 @@ def first_sentence(path: Path) -> str:
 
 def module_rows() -> list[tuple[str, str]]:
     rows = []
-    for folder, _ in FOLDERS:
+    for folder in FOLDERS:
         root = REPO_ROOT / folder
         for path in sorted(root.rglob("*.py")):
             rel = path.relative_to(REPO_ROOT)
-            if folder == "tilegate" and rel.parts[1] in ("kernels", "references", "fixtures"):
+            if folder == "tilegate" and rel.parts[1] in LINKED:
                 continue  # the links
             if "__pycache__" in rel.parts:
                 continue

@@ -147,10 +147,9 @@ class ForeignKernel:
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module,
-    # inputs,
-    # stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the family's
-    # sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) ->
-    # output).
+    # inputs, stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the
+    # family's sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored)
+    # -> output).
     family: str | None = None
     launcher: Callable | None = None
     kv_format: str = "bfloat16"

@@ -30,12 +30,10 @@ from tilegate.gfx942.loop_forest import (
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):[^<]*(<[^+>]+(?:\+0x([0-9a-fA-F]+))?>)?\s*$")
 MCA_ITERATIONS = 100
 # Part of the code-object cache key (tilegate/gfx942/code_object.py): a cached entry holds the
-# report on the
-# loop this rule chose. 4: loops as the control-flow graph's (tilegate/gfx942/loop_forest.py), so
-# that a
-# part of the loop laid out past its closing branch belongs to it, walked in the order an iteration
-# runs its blocks (2: address spans of backward branches; a loop's own MFMAs, the tightest on a
-# tie).
+# report on the loop this rule chose. 4: loops as the control-flow graph's
+# (tilegate/gfx942/loop_forest.py), so that a part of the loop laid out past its closing branch
+# belongs to it, walked in the order an iteration runs its blocks (2: address spans of backward
+# branches; a loop's own MFMAs, the tightest on a tie).
 LOOP_RULE = "4"
 
 
@@ -90,9 +88,8 @@ def inner_loop(listing: str) -> list[str] | None:
 
 
 # A mixed-precision FMA whose addend is the constant 0 (``v_fma_mixlo_f16 v1, v2, v3, 0``) is a
-# product
-# rounded to fp16, no sum: P's exp2 scaled for denormals and converted, say. loop_mnemonics names it
-# so.
+# product rounded to fp16, no sum: P's exp2 scaled for denormals and converted, say. loop_mnemonics
+# names it so.
 NO_ADDEND = "+addend0"
 
 

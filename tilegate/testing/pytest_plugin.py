@@ -133,8 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="tilegate-run-")
         # TileLang's lowering depends on the hash seed: 1 in 20 seeds drops a redundant barrier (and
-        # 1
-        # in 10 renames a workspace) in the same kernel, under 0.1.12 and 0.1.15. The workers, the
+        # 1 in 10 renames a workspace) in the same kernel, under 0.1.12 and 0.1.15. The workers, the
         # precompile and the child runs start from here, so they lower as the golden snapshots were.
         os.environ["PYTHONHASHSEED"] = LOWERING_HASH_SEED
         # xdist workers to pin (-n auto is a number by now)

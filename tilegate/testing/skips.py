@@ -108,14 +108,19 @@ def _input_missing(item: pytest.Item) -> str | None:
     return None
 
 
+def _one_line(what: str) -> str:
+    if "\n" in what:
+        raise ValueError(f"a skip reason is one line: {what!r}")
+    return what
+
+
 def missing(what: str) -> NoReturn:
     """Skip the running test: ``what`` it needs is missing here (one line, as the markers'
     reasons)."""
-    if "\n" in what:
-        raise ValueError(f"a skip reason is one line: {what!r}")
-    raise pytest.skip.Exception(what)  # what pytest.skip raises, typed for NoReturn
+    # what pytest.skip raises; mypy does not see pytest.skip itself as NoReturn
+    raise pytest.skip.Exception(_one_line(what))
 
 
 def nothing_to_run(what: str):
     """A parametrisation's one case when it has nothing to run, skipped with ``what`` is missing."""
-    return pytest.param(None, marks=pytest.mark.skip(reason=what))
+    return pytest.param(None, marks=pytest.mark.skip(reason=_one_line(what)))

@@ -93,11 +93,9 @@ def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
         env |= {
             "SGLANG_USE_CPU_ENGINE": "1",  # SGLang's CPU platform (torch sees no GPU here)
             # One intra-op thread per process: on the 2-core CI machine torch's thread pool makes
-            # each
-            # tiny matmul take ~8 ms instead of ~5 us (the reference backend's decode went from 13 s
-            # to
-            # 0.4 s), and the engine's processes and the other xdist worker share those cores
-            # anyway.
+            # each tiny matmul take ~8 ms instead of ~5 us (the reference backend's decode went from
+            # 13 s to 0.4 s), and the engine's processes and the other xdist worker share those
+            # cores anyway.
             "OMP_NUM_THREADS": "1",
         }
         env.pop("PYTHONPATH", None)  # the venv's editable install provides tilegate
