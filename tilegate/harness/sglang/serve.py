@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tilegate.harness.sglang.engine_start import start_engine
+
 # Small pools and no warm-up on a CPU: the default KV pool there is sized from free memory (~50 s
 # to allocate here). 8192 pool tokens and a 4096-token context hold the CPU tier's prompts (the
 # longest, 3782 tokens, with its answer) beside the short ones.
@@ -51,13 +53,26 @@ def model_path(which: str) -> str:
 
 
 def engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "float32", **kw):
-    """backend "default": SGLang picks its default attention backend for the platform."""
+    """backend "default": SGLang picks its default attention backend for the platform. The
+    rendezvous port (``nccl_port``) is leased machine-wide, and a start that collides on it is
+    retried (tilegate.harness.sglang.engine_start), unless ``kw`` pins one."""
     import sglang
 
     chosen = {} if backend == "default" else {"attention_backend": backend}
-    return sglang.Engine(
-        model_path=model_path, device=device, dtype=dtype, tp_size=1, random_seed=0, **chosen, **kw
-    )
+
+    def make(**rendezvous):
+        return sglang.Engine(
+            model_path=model_path,
+            device=device,
+            dtype=dtype,
+            tp_size=1,
+            random_seed=0,
+            **chosen,
+            **kw,
+            **rendezvous,
+        )
+
+    return make() if "nccl_port" in kw else start_engine(make)
 
 
 def _reported_id(token: int, vocab_size: int) -> int:
