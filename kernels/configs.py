@@ -241,7 +241,11 @@ class DecodeConfig:
     name: str
     block_n: int  # context tokens per inner-loop step
     threads: int
-    num_splits: int  # context chunks per request, combined afterwards in fp32 (flash-decoding)
+    # at most this many context chunks per request, combined afterwards in fp32 (flash-decoding)
+    num_splits: int
+    # a launch takes as many splits (up to num_splits) as give this many workgroups per compute
+    # unit (tilegate/serving/decode_schedule.py)
+    workgroups_per_unit: int = 4
     num_stages: int = 1
     v_transposed: bool = False  # as TileConfig.v_transposed (gfx942)
     prefetch_kv: bool = False  # as TileConfig.prefetch_kv
@@ -269,8 +273,11 @@ class DecodeConfig:
             raise ConfigError(
                 f"{where}: block_n {self.block_n} is not a multiple of the 16-wide MFMA/MMA tile"
             )
-        if self.num_splits < 1:
-            raise ConfigError(f"{where}: num_splits must be >= 1")
+        if self.num_splits < 1 or self.num_splits & (self.num_splits - 1):
+            # the combine is built for each split count a launch uses (tilegate/serving/paged.py)
+            raise ConfigError(f"{where}: num_splits {self.num_splits} is not a power of two")
+        if self.workgroups_per_unit < 1:
+            raise ConfigError(f"{where}: workgroups_per_unit must be >= 1")
         lds = self.lds_estimate(shape)
         if lds > target.lds_bytes_per_workgroup:
             raise ConfigError(
@@ -299,10 +306,20 @@ _GFX942_DECODE = (
     ),
 )
 # sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
-# TB/s (across runs). 16 splits first: a batch of one request still fills 128 of the 132 SMs (8 KV
-# heads x 16).
+# TB/s (across runs). Up to 16 splits: a batch of one request still fills 128 of the 132 SMs (8 KV
+# heads x 16). Split counts swept on the H200 (issue 36, graph-replayed against SDPA): n64w2 was
+# within 4% of its best at every batch and context with 8 workgroups per SM (batch 32 x 1024-1536:
+# 8 splits, 39-52 us; batch 64: 4; 8 x 32768: 16), where 16 splits for all cost 35% at batch 32 x
+# 1024. n128w4 kept the default 4.
 _SM90_DECODE = (
-    DecodeConfig("n64w2s16-pf", block_n=64, threads=64, num_splits=16, prefetch_kv=True),
+    DecodeConfig(
+        "n64w2s16-pf",
+        block_n=64,
+        threads=64,
+        num_splits=16,
+        workgroups_per_unit=8,
+        prefetch_kv=True,
+    ),
     DecodeConfig("n128w4s8-pf", block_n=128, threads=128, num_splits=8, prefetch_kv=True),
 )
 DECODE_TABLES: ConfigTables = {

@@ -42,8 +42,6 @@ class PrefillDefect(Defect):
     RACE = "race"
     # K tiles read with no bound check: the last partial block reads past seq_k (memcheck)
     READ_PAST_SEQ_K = "read_past_seq_k"
-    # P passed through exp2(log2(.)) again: the same values, two more transcendentals (perf tier)
-    EXTRA_EXP = "extra_exp"
     # the key block in the middle of the context is ignored (end-to-end tier, long prompts)
     SKIP_MIDDLE_BLOCK = "skip_middle_block"
     WRONG_SCALE_10PCT = "wrong_scale_10pct"  # softmax scale 1/sqrt(d) * 1.1 (end-to-end tier)
@@ -132,7 +130,6 @@ class PrefillKnobs:
     hang: bool = False  # spin before normalising the output
     racy_store: bool = False  # the output stored through shared memory with no barrier
     unguarded_k: bool = False  # K loaded element by element, with no bound check
-    extra_exp: bool = False  # P recomputed through exp2(log2(P))
     skip_middle_block: bool = False  # the middle key block masked out
     unstored_last_rows: int = 0  # query rows at the end of the sequence the register store skips
 
@@ -149,7 +146,6 @@ _PREFILL_KNOBS = {
     PrefillDefect.HANG: PrefillKnobs(hang=True),
     PrefillDefect.RACE: PrefillKnobs(racy_store=True),
     PrefillDefect.READ_PAST_SEQ_K: PrefillKnobs(unguarded_k=True),
-    PrefillDefect.EXTRA_EXP: PrefillKnobs(extra_exp=True),
     PrefillDefect.SKIP_MIDDLE_BLOCK: PrefillKnobs(skip_middle_block=True),
     PrefillDefect.WRONG_SCALE_10PCT: PrefillKnobs(scale_factor=1.10),
     PrefillDefect.REGISTER_STORE_SKIPS_LAST_ROW: PrefillKnobs(unstored_last_rows=1),

@@ -141,7 +141,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: PrefillDefect |
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(policy, scalar_loops=knobs.scalar_gemm)
-    update = softmax_update(log2_scale, extra_exp=knobs.extra_exp)
+    update = softmax_update(log2_scale)
     accumulate = accumulate_pv(acc, policy, cfg.v_transposed, scalar_loops=knobs.scalar_gemm)
     alloc_p_tile = p_scratch(knobs.scalar_gemm)
     stage_v = stage_v_tile(cfg.v_transposed)

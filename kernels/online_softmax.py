@@ -103,10 +103,9 @@ def qk_scores(policy, *, scalar_loops: bool = False):
     return qk_by_loops if scalar_loops else qk
 
 
-def softmax_update(scale_log2: float, *, extra_exp: bool = False):
+def softmax_update(scale_log2: float):
     """Fold one block of ``scores`` into the running statistics; leaves P in ``scores`` and
-    ``probs``. ``extra_exp`` (flash_fwd's defect of that name) passes P through exp2(log2(.)) once
-    more: the same values, two more transcendentals a score."""
+    ``probs``."""
 
     @T.macro
     def update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
@@ -124,13 +123,7 @@ def softmax_update(scale_log2: float, *, extra_exp: bool = False):
             row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]
         T.copy(scores, probs)
 
-    @T.macro
-    def update_with_extra_exp(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
-        update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum)
-        for i, j in T.Parallel(probs.shape[0], probs.shape[1]):
-            probs[i, j] = T.cast(T.exp2(T.log2(T.cast(probs[i, j], FP32))), probs.dtype)
-
-    return update_with_extra_exp if extra_exp else update
+    return update
 
 
 def alloc_v_tile(block_n: int, head_dim: int, dtype: str, transposed: bool):

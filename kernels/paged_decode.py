@@ -1,9 +1,12 @@
 """Paged decode (flash-decoding) as two pure TileLang factories.
 
 One query token per request, at its last context position. K and V are gathered from
-SGLang's token pools through req_to_token. Each request's context is cut into
-``num_splits`` chunks processed in parallel; each writes a partial output and its
-log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32.
+SGLang's token pools through req_to_token. Each request's context is cut into at most
+``splits`` chunks processed in parallel, ``splits`` being the launch's (the partial outputs'
+third dimension, chosen per batch by tilegate.serving.decode_schedule); a chunk holds whole key
+blocks, so a short context uses fewer splits and the rest exit at once. Each split writes a
+partial output and its log-sum-exp (base 2) in fp32, and a second kernel combines them in fp32;
+a launch of one split writes the output itself, and no combine runs.
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the T.Tensor hints.
@@ -38,10 +41,10 @@ def paged_decode_split(
     shape: AttentionShape, cfg: DecodeConfig, *, softmax_scale: float | None = None
 ):
     """Partial attention per (request, KV head, split): O_part [b, hq, splits, d], LSE [b, hq,
-    splits].
+    splits]; with one split, Out [b, hq, d] itself (O_part and LSE untouched).
     ``softmax_scale`` defaults to head_dim^-1/2."""
     groups, head_dim, dtype = shape.groups, shape.head_dim, shape.dtype
-    block_h, block_n, splits = cfg.block_h(shape), cfg.block_n, cfg.num_splits
+    block_h, block_n = cfg.block_h(shape), cfg.block_n
     log2_scale = scale_log2(head_dim, softmax_scale)
     policy = T.GemmWarpPolicy.FullCol  # 16 rows: split the key / head_dim columns across waves
     qk = qk_scores(policy)
@@ -50,7 +53,9 @@ def paged_decode_split(
     gather_v = gather_v_tile(cfg.v_transposed)
     stage_v = stage_v_tile(cfg.v_transposed)
 
-    batch, pool, max_reqs, max_ctx = T.dynamic("batch, pool_tokens, max_reqs, max_context")
+    batch, pool, max_reqs, max_ctx, splits = T.dynamic(
+        "batch, pool_tokens, max_reqs, max_context, splits"
+    )
 
     @T.prim_func
     def paged_decode_split_kernel(
@@ -62,6 +67,7 @@ def paged_decode_split(
         seq_lens: T.Tensor([batch], INDEX),
         O_part: T.Tensor([batch, shape.q_heads, splits, head_dim], FP32),
         LSE: T.Tensor([batch, shape.q_heads, splits], FP32),
+        Out: T.Tensor([batch, shape.q_heads, head_dim], dtype),
     ):
         with T.Kernel(batch, shape.kv_heads, splits, threads=cfg.threads) as (b, kv_head, split):
             q_tile = T.alloc_shared([block_h, head_dim], dtype)
@@ -76,7 +82,9 @@ def paged_decode_split(
 
             req = req_pool_indices[b]
             ctx = seq_lens[b]
-            chunk = T.ceildiv(ctx, splits)
+            # whole key blocks per split: the last split holding keys may be short, the ones after
+            # it are empty
+            chunk = T.ceildiv(T.ceildiv(ctx, splits), block_n) * block_n
             start = split * chunk
             stop = T.min(start + chunk, ctx)
             n_blocks = T.ceildiv(T.max(stop - start, 0), block_n)
@@ -140,19 +148,24 @@ def paged_decode_split(
                     gather_v(V_pool, slots, kv_head, v_tile, v_regs)
                     accumulate(probs, v_tile, out_acc, rescale, None, None)
 
-            # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
-            for h, d in T.Parallel(block_h, head_dim):
-                if h < groups:
-                    O_part[b, kv_head * groups + h, split, d] = T.if_then_else(
-                        row_sum[h] > 0, out_acc[h, d] / row_sum[h], 0
-                    )
-            for h in T.Parallel(block_h):
-                if h < groups:
-                    LSE[b, kv_head * groups + h, split] = T.if_then_else(
-                        row_sum[h] > 0,
-                        T.log2(row_sum[h]) + row_max[h] * log2_scale,
-                        -T.infinity(FP32),
-                    )
+            if splits == 1:  # the whole context: the output itself (ctx >= 1, so row_sum > 0)
+                for h, d in T.Parallel(block_h, head_dim):
+                    if h < groups:
+                        Out[b, kv_head * groups + h, d] = T.cast(out_acc[h, d] / row_sum[h], dtype)
+            else:
+                # An empty split (short context) leaves row_sum 0: output 0, LSE -inf, weight 0.
+                for h, d in T.Parallel(block_h, head_dim):
+                    if h < groups:
+                        O_part[b, kv_head * groups + h, split, d] = T.if_then_else(
+                            row_sum[h] > 0, out_acc[h, d] / row_sum[h], 0
+                        )
+                for h in T.Parallel(block_h):
+                    if h < groups:
+                        LSE[b, kv_head * groups + h, split] = T.if_then_else(
+                            row_sum[h] > 0,
+                            T.log2(row_sum[h]) + row_max[h] * log2_scale,
+                            -T.infinity(FP32),
+                        )
 
     return paged_decode_split_kernel
 
@@ -178,9 +191,13 @@ def split_weighting(splits: int, *, drop_smallest_split: bool = False):
 def paged_decode_combine(
     shape: AttentionShape, cfg: DecodeConfig, *, defect: CombineDefect | None = None
 ):
-    """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32. One thread per d.
+    """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32, over the
+    ``cfg.num_splits`` splits of the launch (tilegate.serving.paged passes the launch's count as
+    cfg.num_splits). One thread per d.
     ``defect`` plants a CombineDefect (sensitivity tests only)."""
     knobs = CombineKnobs.of(planted(defect, CombineDefect, "paged_decode_combine"))
+    # a static split count (the launch's, a power of two: one build per count used), so that the
+    # loops over the splits unroll and their loads overlap
     head_dim, dtype, splits = shape.head_dim, shape.dtype, cfg.num_splits
     split_weight = split_weighting(splits, drop_smallest_split=knobs.drop_smallest_split)
     batch = T.dynamic("batch")

@@ -28,6 +28,20 @@ def test_lowers_for_gfx942(builder, case):
         assert 0 < lowered.lds_bytes, "TileLang reported no shared memory for a tiled kernel"
 
 
+PREFETCHING_DECODE = [
+    c for c in GFX942_CASES if c.kernel == "paged_decode_split" and c.cfg.prefetch_kv
+]
+
+
+@pytest.mark.parametrize("case", build_params(PREFETCHING_DECODE))
+def test_decode_prefetch_reads_the_second_blocks_slots(builder, case):
+    # With a split's length written as a shift by 31 - clz(splits), TileLang 0.1.15's simplifier
+    # proved the second key block always past the split and stored NO_SLOT (-1) for its slots: every
+    # split of two blocks or more then attended to a block of zero keys (errors 10-300x torch's on
+    # the H200). The kernel divides instead; this holds the lowering to a real slot read.
+    assert not re.search(r"slots_ahead\[\d+\] = -1;", builder.lowered(case).source)
+
+
 def _local_gpu_params() -> list:
     """(kernel, head_dim) params, each declaring every config of the local table on every shape
     class as its builds (compiled ahead of the run, tilegate/testing/precompile.py)."""

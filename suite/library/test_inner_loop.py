@@ -1,9 +1,19 @@
 """The inner-loop cycle estimate (tilegate/gfx942/inner_loop.py) and its golden rule, on the CPU."""
 
+import time
+from pathlib import Path
+
 import pytest
 
 from tilegate.gfx942.golden import cycles_rise, golden_diff
-from tilegate.gfx942.inner_loop import NO_LOOP, cycles_per_iteration, inner_loop, inner_loop_report
+from tilegate.gfx942.inner_loop import (
+    MCA_HUNG,
+    NO_LOOP,
+    cycles_per_iteration,
+    inner_loop,
+    inner_loop_report,
+    mca_report,
+)
 from tilegate.gfx942.toolchain import ToolchainMissing, find_toolchain
 
 # Two loops: a short scalar one, then one with an MFMA (the one to pick); offsets from 0x1000.
@@ -140,3 +150,22 @@ def test_a_branch_to_the_kernels_first_instruction_closes_a_loop():
     (outer,) = loop_forest(blocks)
     # the key loop, nested in the one back to the start
     assert 0 in outer.blocks and len(outer.inner) == 1
+
+
+# The key-block loop of paged_decode_split (d128, fp16, n64w4s8) as TileLang 0.1.15 and LLVM 19
+# built it once: llvm-mca 19 never finishes on it, and finishes in 0.1 s without its one
+# v_add_co_u32.
+HUNG_LOOP = (Path(__file__).parent / "llvm_mca_19_hang.s").read_text().splitlines()
+
+
+def test_a_loop_llvm_mca_does_not_finish_gets_no_estimate_not_a_hung_build():
+    try:
+        mca = find_toolchain().mca
+    except ToolchainMissing as exc:
+        pytest.fail(str(exc))
+    started = time.monotonic()
+    report = mca_report(mca, HUNG_LOOP, timeout_s=3)
+    assert time.monotonic() - started < 10
+    assert report == MCA_HUNG and cycles_per_iteration(report) is None
+    finishing = [line for line in HUNG_LOOP if not line.startswith("v_add_co_u32")]
+    assert cycles_per_iteration(mca_report(mca, finishing, timeout_s=10)) > 0

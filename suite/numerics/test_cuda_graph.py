@@ -135,11 +135,33 @@ def test_an_eager_extend_after_a_capture_prepares_its_own_batch():
     assert torch.equal(backend.forward_extend(q, None, None, layer, fb, save_kv_cache=False), want)
 
 
-def test_replay_checks_the_new_batch():
+def _with_host_lens(fb):
+    fb.seq_lens_cpu = fb.seq_lens.cpu()  # SGLang's host copy, where it keeps one
+    return fb
+
+
+def test_replay_checks_the_new_batch_on_the_host_where_sglang_keeps_its_lengths():
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
     _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
     with pytest.raises(ValueError, match="columns"):
-        backend.init_forward_metadata_out_graph(_cpu_batch((3, 0, 5), (1, 33, 10_000)))
+        backend.init_forward_metadata_out_graph(
+            _with_host_lens(_cpu_batch((3, 0, 5), (1, 33, 10_000)))
+        )
+    with pytest.raises(ValueError, match="seq_len >= 1"):
+        backend.init_forward_metadata_out_graph(_with_host_lens(_cpu_batch((3, 0, 5), (1, 0, 7))))
+
+
+@pytest.mark.parametrize(
+    "reqs, lens, what",
+    [((3, 0, 5), (1, 33, 10_000), "seq_len outside"), ((3, 99, 5), (1, 33, 7), "req_pool_index")],
+)
+def test_replay_checks_what_only_the_device_holds_on_the_device(reqs, lens, what):
+    # torch._assert_async: on a GPU a device-side assertion (no host wait); on the CPU it raises
+    # at once
+    backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
+    _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
+    with pytest.raises(RuntimeError, match=what):
+        backend.init_forward_metadata_out_graph(_cpu_batch(reqs, lens))
 
 
 def test_graph_capture_of_other_modes_is_refused():

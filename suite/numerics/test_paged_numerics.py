@@ -22,10 +22,10 @@ def _params(cases, tables, kind):
     return with_configs(cases, tables=tables, kind=kind)
 
 
-def _judge(case: PagedCase, cfg, batch, artifacts_dir, label=""):
+def _judge(case: PagedCase, cfg, batch, artifacts_dir, label="", splits=None):
     decode = case.extend_lens is None
     args = batch.args(decode)
-    out = (paged_decode if decode else paged_extend)(*args, cfg=cfg)
+    out = paged_decode(*args, cfg=cfg, splits=splits) if decode else paged_extend(*args, cfg=cfg)
     if decode:
         ref = ref_paged_decode(*args)
     else:
@@ -43,9 +43,17 @@ def test_paged_extend_matches_fp32_reference(case, cfg, artifacts_dir):
     assert verdict.passed, verdict.explain()
 
 
+# A launch's split count follows its batch size (tilegate/serving/decode_schedule.py): every case
+# also runs at one split (the output written directly, no combine) and at the config's most.
+SPLITS = {"scheduled": None, "one": 1, "most": -1}
+
+
+@pytest.mark.parametrize("splits", SPLITS.values(), ids=SPLITS.keys())
 @pytest.mark.parametrize("case, cfg", _params(DECODE_CASES, DECODE_TABLES, "decode"))
-def test_paged_decode_matches_fp32_reference(case, cfg, artifacts_dir):
-    out, verdict = _judge(case, cfg, paged_batch(case, DEVICE), artifacts_dir)
+def test_paged_decode_matches_fp32_reference(case, cfg, splits, artifacts_dir):
+    splits = cfg.num_splits if splits == -1 else splits
+    label = "" if splits is None else f"-splits{splits}"
+    out, verdict = _judge(case, cfg, paged_batch(case, DEVICE), artifacts_dir, label, splits)
     assert torch.isfinite(out).all(), "NaN/Inf: the kernel read a pool slot the batch does not own"
     assert verdict.passed, verdict.explain()
 
@@ -63,6 +71,7 @@ def test_split_kv_combine_survives_large_logits(case, cfg, artifacts_dir):
         paged_batch(case, DEVICE, seed=5, logit_scale=8.0),
         artifacts_dir,
         "-large_logits",
+        splits=cfg.num_splits,  # the combine runs whatever the device's schedule
     )
     assert torch.isfinite(out).all()
     assert verdict.passed, verdict.explain()

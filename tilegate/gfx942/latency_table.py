@@ -46,7 +46,9 @@ def latency_rows(tilelang: str, dtype: str = "fp16") -> list[list[str]]:
                         f"{s['loads_not_overlapped']} of {s['inner_loop_loads']}",
                         str(s["barriers_per_iteration"]),
                         str(s["reduction_lds_round_trips"]),
-                        f"{s['inner_loop_cycles']:g}",
+                        "llvm-mca hung"
+                        if s["inner_loop_cycles"] is None
+                        else f"{s['inner_loop_cycles']:g}",
                         f"{s['occupancy']['waves_per_simd']:g}",
                         str(s["vgpr_count"]),
                         str(s["lds_reads"].get("ds_read_u16", 0)),

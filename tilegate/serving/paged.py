@@ -16,6 +16,8 @@ backend prepares in init_forward_metadata).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, default_config
@@ -27,6 +29,7 @@ from tilegate.platform import local_target
 from tilegate.references.dtypes import dtype_name
 from tilegate.runtime import launch
 from tilegate.serving.batch_indices import BatchIndices, prepare_decode, prepare_extend
+from tilegate.serving.decode_schedule import compute_units, decode_splits, is_power_of_two
 
 
 def _shape(q, k_pool, v_pool) -> AttentionShape:
@@ -123,18 +126,32 @@ def decode_batch(
     cfg=None,
     defect: CombineDefect | None = None,
     out=None,
+    splits: int | None = None,
 ):
     """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
-    ``out`` (q's shape) may be given. ``defect`` plants a CombineDefect in the combine step
-    (sensitivity tests only)."""
+    ``out`` (q's shape) may be given. ``splits``: the launch's split count, a power of two in
+    1..cfg.num_splits (default: tilegate.serving.decode_schedule's choice for the batch size).
+    ``defect`` plants a CombineDefect in the combine step (sensitivity tests only: the schedule
+    then takes two splits at least, and one given split is refused)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
     cfg = cfg or default_config(local_target(), shape.head_dim, DECODE_TABLES)
     out = _output(out, q)  # checked before the first launch
     batch, heads, dim = q.shape
-    o_part = torch.empty(batch, heads, cfg.num_splits, dim, dtype=torch.float32, device=q.device)
-    lse = torch.empty(batch, heads, cfg.num_splits, dtype=torch.float32, device=q.device)
+    if splits is None:
+        splits = decode_splits(batch, shape.kv_heads, cfg, compute_units(q.device.index or 0))
+        if defect is not None:  # a planted combine defect needs the combine to run
+            splits = max(splits, 2)
+    if not (1 <= splits <= cfg.num_splits and is_power_of_two(splits)):
+        raise ValueError(
+            f"splits {splits}: need a power of two in 1..{cfg.num_splits} "
+            f"(decode config {cfg.name})"
+        )
+    if defect is not None and splits == 1:
+        raise ValueError(f"the planted {defect} is in the combine, which one split skips")
+    o_part = torch.empty(batch, heads, splits, dim, dtype=torch.float32, device=q.device)
+    lse = torch.empty(batch, heads, splits, dtype=torch.float32, device=q.device)
     launch(
         paged_decode_split,
         shape,
@@ -147,9 +164,14 @@ def decode_batch(
         meta.seq_lens,
         o_part,
         lse,
+        out,
         softmax_scale=scale,
     )
-    launch(paged_decode_combine, shape, cfg, o_part, lse, out, defect=defect)
+    if splits > 1:  # the combine is built for the launch's split count
+        launch(
+            paged_decode_combine, shape, replace(cfg, num_splits=splits), o_part, lse, out,
+            defect=defect,
+        )  # fmt: skip
     return out
 
 
@@ -160,6 +182,8 @@ def paged_extend(
     return extend_batch(meta, q, k_pool, v_pool, scale, cfg)
 
 
-def paged_decode(q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, scale=None, cfg=None):
+def paged_decode(
+    q, k_pool, v_pool, req_to_token, req_pool_indices, seq_lens, scale=None, cfg=None, splits=None
+):
     meta = prepare_decode(req_to_token, req_pool_indices, seq_lens, q.device)
-    return decode_batch(meta, q, k_pool, v_pool, scale, cfg)
+    return decode_batch(meta, q, k_pool, v_pool, scale, cfg, splits=splits)

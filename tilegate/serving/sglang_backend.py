@@ -42,6 +42,9 @@ from tilegate.serving.sglang_checks import (
 
 logger = logging.getLogger(__name__)
 
+# The profiler range around each batch's preparation (tilegate.harness.sglang.step_profile reads it)
+PREPARE_RANGE = "tilegate.prepare_batch"
+
 
 class KernelOps:
     """tilegate's TileLang paged kernels (tilegate.serving.paged) on the local GPU."""
@@ -81,10 +84,11 @@ class TileLangAttnBackend(AttentionBackend):
 
     def init_forward_metadata(self, forward_batch):
         """Once per batch: validate and narrow its index tensors (the only host reads)."""
-        self.forward_metadata = (
-            forward_batch,
-            _prepare(self.req_to_token_pool.req_to_token, forward_batch),
-        )
+        with torch.profiler.record_function(PREPARE_RANGE):
+            self.forward_metadata = (
+                forward_batch,
+                _prepare(self.req_to_token_pool.req_to_token, forward_batch),
+            )
 
     # ---- CUDA/HIP graphs (SGLang captures decode steps by default) ----------------------
     # SGLang 0.5.23's contract (AttentionBackend's docstring): init_cuda_graph_state once, then
@@ -106,7 +110,12 @@ class TileLangAttnBackend(AttentionBackend):
 
     def init_forward_metadata_out_graph(self, forward_batch, in_capture: bool = False):
         """Before a capture: point the captured kernels at the static buffers. Before a replay:
-        check the new batch (one host read), then refill those buffers with it."""
+        check the new batch without waiting for the device (check_replayed_decode), then refill
+        those buffers with it."""
+        with torch.profiler.record_function(PREPARE_RANGE):
+            self._refill_graph_buffers(forward_batch, in_capture)
+
+    def _refill_graph_buffers(self, forward_batch, in_capture: bool) -> None:
         fb = forward_batch
         _check_graph_mode(
             fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None)
@@ -114,10 +123,13 @@ class TileLangAttnBackend(AttentionBackend):
         bs = fb.batch_size
         req_pool_indices, seq_lens = fb.req_pool_indices[:bs], fb.seq_lens[:bs]
         if not in_capture:  # at capture the buffers hold fill values, not a batch
-            from tilegate.serving.batch_indices import prepare_decode
+            from tilegate.serving.batch_indices import check_replayed_decode
 
-            prepare_decode(
-                self.req_to_token_pool.req_to_token, req_pool_indices, seq_lens, self.device
+            check_replayed_decode(
+                self.req_to_token_pool.req_to_token,
+                req_pool_indices,
+                seq_lens,
+                getattr(fb, "seq_lens_cpu", None),
             )
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
         self.graph_seq_lens[:bs].copy_(seq_lens)
