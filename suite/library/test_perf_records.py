@@ -40,19 +40,38 @@ def _doc(ratio: float, spread: float = 0.01) -> dict:
 
 
 def test_tolerance_comes_from_the_measured_noise():
-    base = perf.baseline_from([_doc(0.80, 0.01), _doc(0.84, 0.02)])
+    base = perf.baseline_from([_doc(0.80, 0.01), _doc(0.82, 0.02)])
     entry = base["prefill | 3782 causal | m64n64w4"]
     # between the runs, larger than within either
-    assert entry["noise"] == pytest.approx(0.04 / 0.84)
-    assert entry["tolerance"] == pytest.approx(3 * 0.04 / 0.84)
+    assert entry["noise"] == pytest.approx(0.02 / 0.82)
+    assert entry["tolerance"] == pytest.approx(perf.NOISE_FACTOR * 0.02 / 0.82)
     quiet = perf.baseline_from([_doc(0.80, 0.001), _doc(0.80, 0.001)])[
         "prefill | 3782 causal | m64n64w4"
     ]
     assert quiet["tolerance"] == perf.TOLERANCE_FLOOR
 
 
+def test_a_row_too_noisy_to_see_ten_percent_gets_no_baseline(tmp_path, monkeypatch):
+    monkeypatch.setattr(perf, "BASELINES", perf.BaselineStore(tmp_path, "records"))
+    with pytest.raises(perf.TooNoisy, match=r"prefill \| 3782 causal \| m64n64w4: noise 5\.9%"):
+        perf.update_baseline("NVIDIA H200", [_doc(0.80), _doc(0.85)])
+    assert not list(tmp_path.iterdir())
+    assert perf.update_baseline("NVIDIA H200", [_doc(0.80), _doc(0.81)]).exists()
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01, 0.02, 0.034])
+def test_a_ten_percent_slowdown_falls_past_every_tolerance_a_baseline_can_hold(noise):
+    # the slow variant takes 1.10x the time: its ratio is 1/1.10 of the healthy one, less a
+    # healthy run's own noise
+    base = perf.baseline_from([_doc(0.80, noise), _doc(0.80, noise)])
+    entry = base["prefill | 3782 causal | m64n64w4"]
+    assert entry["tolerance"] <= perf.TOLERANCE_CAP
+    slowed = 0.80 / 1.10 * (1 + noise / 2)
+    assert len(perf.regressions(_doc(slowed), base)) == 2
+
+
 def test_a_fall_past_the_tolerance_is_flagged_and_noise_is_not():
-    base = perf.baseline_from([_doc(0.80), _doc(0.80)])  # 5% floor
+    base = perf.baseline_from([_doc(0.80), _doc(0.80)])  # 4% floor
     assert perf.regressions(_doc(0.78), base) == []
     flagged = perf.regressions(_doc(0.70), base)
     assert [(r.figure, r.value, r.baseline) for r in flagged] == [("ratio", 0.70, 0.80)] * 2, (

@@ -1,13 +1,17 @@
-"""The perf tier's workload: each kernel family on each local config, timed against torch SDPA in
+"""The perf tier's workload: each kernel family on each local config, timed against its peers in
 the same process, on one GPU, with nothing else running (tilegate/harness/perf/driver.py starts it):
 
-    python -m tilegate.harness.perf.child [--defect extra_exp] [--families prefill,extend,decode]
+    python -m tilegate.harness.perf.child [--slowdown 0.10] [--families prefill,extend,decode]
 
-Times are medians of CUDA/HIP event timings after warm-up, in ``rounds`` interleaved rounds (kernel,
-peer, kernel, peer, ...) so that the machine's drift hits both sides alike. The last line printed is
-``tilegate-perf: {json}``: per record the kernel's and the peer's median time per round, and the
-figures (TFLOP/s for prefill and extend, GB/s of K+V read for decode, next to the device-to-device
-copy bandwidth measured in the same run). Shapes: Llama-3-8B heads (32:8), head_dim 128, fp16.
+Each record pairs the kernel with one peer (torch SDPA; for decode also SGLang's triton decode
+kernel where SGLang imports; for extend also the prefill kernel on the same shape), timed by
+tilegate.harness.perf.timing: graph replays of back-to-back calls, kernel and peer alternating,
+``ROUNDS`` rounds of ``PAIRS`` pairs. The last line printed is ``tilegate-perf: {json}``: per record
+the kernel's and the peer's median time per round, their ratio and its spread over the rounds,
+and the figures (TFLOP/s for prefill and extend, GB/s of K+V read for decode, next to the
+device-to-device copy bandwidth measured in the same run). Shapes: Llama-3-8B heads (32:8),
+head_dim 128, fp16. ``--slowdown F`` is the test-only slow variant: every kernel call followed by
+a device-side spin of F times that kernel's own time, which the perf check must flag.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -24,9 +29,8 @@ import torch.nn.functional as F
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
-from tilegate.harness.perf import protocol
+from tilegate.harness.perf import protocol, timing
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
-from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect, local_target
 from tilegate.serving import paged
@@ -34,17 +38,20 @@ from tilegate.serving import paged
 HEAD_DIM, DTYPE = 128, torch.float16
 PREFILL = ((3782, True), (8192, True), (32768, True), (32768, False))  # (seq, causal)
 EXTEND = (8192, 3782)  # cached prefix, new tokens
-DECODE = ((32, 8192), (8, 32768))  # (batch, context) over a scattered pool
+# (batch, context) over a scattered pool: the serving benchmark's shape (32 x 1024-1536, and 64),
+# and long contexts
+DECODE = ((32, 1024), (32, 1536), (64, 1024), (64, 1536), (32, 8192), (8, 32768))
 FAMILIES = ("prefill", "extend", "decode")
-WARMUP, ITERS, ROUNDS = 3, 10, 3
+ROUNDS, PAIRS = 5, 10
+TRITON_MAX_SPLITS = 8  # SGLang's triton backend default (triton_attention_num_kv_splits)
 
 
 def median_ms(fn) -> float:
-    """Median of per-call event timings after warm-up."""
-    for _ in range(WARMUP):
+    """Median of per-call event timings after warm-up (the copy-rate figure)."""
+    for _ in range(3):
         fn()
     times = []
-    for _ in range(ITERS):
+    for _ in range(10):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -54,12 +61,24 @@ def median_ms(fn) -> float:
     return statistics.median(times)
 
 
-def rounds(kernel, peer) -> tuple[list[float], list[float]]:
-    mine, theirs = [], []
-    for _ in range(ROUNDS):
-        mine.append(median_ms(kernel))
-        theirs.append(median_ms(peer))
-    return mine, theirs
+class Slowdown:
+    """The test-only slow variant: ``fraction`` of a kernel's own time added after each call, as
+    a device-side spin (torch.cuda._sleep), calibrated in cycles per ms once."""
+
+    def __init__(self, fraction: float):
+        self.fraction = fraction
+        probe = 1_000_000
+        self.cycles_per_ms = probe / median_ms(lambda: torch.cuda._sleep(probe))
+
+    def __call__(self, kernel: Callable[[], object]) -> Callable[[], object]:
+        alone = timing.graph_ms(kernel)
+        cycles = int(self.fraction * alone * self.cycles_per_ms)
+
+        def slowed():
+            kernel()
+            torch.cuda._sleep(cycles)
+
+        return slowed
 
 
 def attention_flops(seq_q: int, seq_k: int, causal: bool, heads: int) -> float:
@@ -87,27 +106,39 @@ def aiter_attention():
     return flash_attn_func
 
 
-def _record(family, case, cfg, mine, theirs, work, unit) -> dict:
-    ms, peer_ms = statistics.median(mine), statistics.median(theirs)
-    ratios = [t / m for m, t in zip(mine, theirs)]
-    scale = 1e-9 if unit == "TFLOP/s" else 1e-6  # work per ms -> TFLOP/s or GB/s
-    return {
-        "family": family,
-        "case": case,
-        "config": cfg,
-        "ms": ms,
-        "peer_ms": peer_ms,
-        "unit": unit,
-        "value": work / ms * scale,
-        "peer_value": work / peer_ms * scale,
-        "ratio": statistics.median(ratios),
-        "ratio_spread": (max(ratios) - min(ratios)) / statistics.median(ratios),
-    }
+class Recorder:
+    """Times kernel-peer pairs into records; a Slowdown, if given, wraps every kernel."""
+
+    def __init__(self, slowdown: Slowdown | None):
+        self.slowdown = slowdown
+        self.records: list[dict] = []
+
+    def pair(self, family, case, cfg, kernel, peer, work, unit) -> None:
+        if self.slowdown is not None:
+            kernel = self.slowdown(kernel)
+        t = timing.paired(kernel, peer, rounds=ROUNDS, pairs=PAIRS)
+        ms, peer_ms = statistics.median(t.kernel_ms), statistics.median(t.peer_ms)
+        scale = 1e-9 if unit == "TFLOP/s" else 1e-6  # work per ms -> TFLOP/s or GB/s
+        self.records.append(
+            {
+                "family": family,
+                "case": case,
+                "config": cfg,
+                "ms": ms,
+                "peer_ms": peer_ms,
+                "unit": unit,
+                "value": work / ms * scale,
+                "peer_value": work / peer_ms * scale,
+                "ratio": t.ratio,
+                "ratio_spread": t.spread,
+                "graphed": t.graphed,
+            }
+        )
 
 
-def prefill(defect: PrefillDefect | None) -> list[dict]:
+def prefill(rec: Recorder) -> None:
     q_heads, kv_heads = LLAMA3_8B
-    out, g = [], torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device="cuda").manual_seed(0)
     for seq, causal in PREFILL:
         shape = AttentionShape(q_heads, kv_heads, HEAD_DIM, causal, "float16")
         q = torch.randn(1, seq, q_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
@@ -115,22 +146,19 @@ def prefill(defect: PrefillDefect | None) -> list[dict]:
             torch.randn(1, seq, kv_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
             for _ in "kv"
         )
+        name = f"{seq} {'causal' if causal else 'full'}"
+        flops = attention_flops(seq, seq, causal, q_heads)
         for cfg in configs_for(local_target(), HEAD_DIM, CONFIG_TABLES):
-            kernel = partial(runtime.flash_attention, shape, cfg, q, k, v, defect=defect)
-            mine, theirs = rounds(kernel, partial(sdpa, q, k, v, is_causal=causal))
-            name = f"{seq} {'causal' if causal else 'full'}"
-            flops = attention_flops(seq, seq, causal, q_heads)
-            out.append(_record("prefill", name, cfg.name, mine, theirs, flops, "TFLOP/s"))
+            kernel = partial(runtime.flash_attention, shape, cfg, q, k, v)
+            peer = partial(sdpa, q, k, v, is_causal=causal)
+            rec.pair("prefill", name, cfg.name, kernel, peer, flops, "TFLOP/s")
             aiter = aiter_attention()
             if aiter is not None:
-                mine, theirs = rounds(kernel, partial(aiter, q, k, v, causal=causal))
-                out.append(
-                    _record("prefill-vs-aiter", name, cfg.name, mine, theirs, flops, "TFLOP/s")
-                )
-    return out
+                peer = partial(aiter, q, k, v, causal=causal)
+                rec.pair("prefill-vs-aiter", name, cfg.name, kernel, peer, flops, "TFLOP/s")
 
 
-def extend() -> list[dict]:
+def extend(rec: Recorder) -> None:
     from torch.nn.attention.bias import causal_lower_right
 
     prefix, new = EXTEND
@@ -144,67 +172,88 @@ def extend() -> list[dict]:
     k, v = batch.k_pool[slots][None], batch.v_pool[slots][None]  # the same context, contiguous
     q4 = batch.q[None]
     mask = causal_lower_right(new, ctx)
-    groups = shape.groups
-    k_full, v_full = (t.repeat_interleave(groups, dim=2) for t in (k, v))  # CausalBias takes no GQA
+    k_full, v_full = (t.repeat_interleave(shape.groups, dim=2) for t in (k, v))  # no GQA in bias
     flops = attention_flops(new, ctx, True, shape.q_heads)
-    out = []
+    sdpa_peer = partial(
+        F.scaled_dot_product_attention,
+        q4.transpose(1, 2),
+        k_full.transpose(1, 2),
+        v_full.transpose(1, 2),
+        attn_mask=mask,
+    )
+    # the same shape through the prefill kernel (bottom-right causal): extend's own peer
+    pre_cfg = configs_for(local_target(), HEAD_DIM, CONFIG_TABLES)[0]
+    prefill_peer = partial(runtime.flash_attention, shape, pre_cfg, q4, k, v)
+    case = f"{new} over {prefix}"
     for cfg in configs_for(local_target(), HEAD_DIM, EXTEND_TABLES):
         kernel = partial(paged.extend_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg)
-        mine, theirs = rounds(
+        rec.pair("extend", case, cfg.name, kernel, sdpa_peer, flops, "TFLOP/s")
+        rec.pair(
+            "extend-vs-prefill",
+            f"{case} vs flash_fwd {pre_cfg.name}",
+            cfg.name,
             kernel,
-            partial(
-                F.scaled_dot_product_attention,
-                q4.transpose(1, 2),
-                k_full.transpose(1, 2),
-                v_full.transpose(1, 2),
-                attn_mask=mask,
-            ),
+            prefill_peer,
+            flops,
+            "TFLOP/s",
         )
-        out.append(
-            _record("extend", f"{new} over {prefix}", cfg.name, mine, theirs, flops, "TFLOP/s")
-        )
-        # the same shape through the prefill kernel (bottom-right causal): extend's own peer
-        pre_cfg = configs_for(local_target(), HEAD_DIM, CONFIG_TABLES)[0]
-        mine2, prefill_times = rounds(
-            kernel, partial(runtime.flash_attention, shape, pre_cfg, q4, k, v)
-        )
-        out.append(
-            _record(
-                "extend-vs-prefill",
-                f"{new} over {prefix} vs flash_fwd {pre_cfg.name}",
-                cfg.name,
-                mine2,
-                prefill_times,
-                flops,
-                "TFLOP/s",
-            )
-        )
-    return out
 
 
-def decode() -> tuple[list[dict], dict]:
+def triton_decode(batch, shape: AttentionShape, ctx: int):
+    """SGLang's own triton decode kernel (its triton backend's) over the same pool, with the
+    split counts its backend would choose, or None where SGLang does not import."""
+    try:
+        from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
+        from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
+    except ImportError:
+        return None
+    bs = batch.q.shape[0]
+    lens = batch.seq_lens.to(torch.int32)
+    indptr = torch.zeros(bs + 1, dtype=torch.int32, device="cuda")
+    indptr[1:] = torch.cumsum(lens, 0)
+    rows = batch.req_to_token[batch.req_pool_indices]
+    indices = rows[:, :ctx].reshape(-1).to(torch.int64)  # every request holds ctx tokens
+    splits = torch.empty(bs, dtype=torch.int32, device="cuda")
+    units = torch.cuda.get_device_properties(0).multi_processor_count
+    get_num_kv_splits_triton[(1,)](
+        splits, lens, bs, 1, shape.q_heads, shape.kv_heads, TRITON_MAX_SPLITS, units,
+        MAX_NUM_SEQ=256,
+    )  # fmt: skip
+    logits = torch.empty(
+        bs, shape.q_heads, TRITON_MAX_SPLITS, HEAD_DIM, dtype=torch.float32, device="cuda"
+    )
+    lse = torch.empty(bs, shape.q_heads, TRITON_MAX_SPLITS, dtype=torch.float32, device="cuda")
+    out = torch.empty_like(batch.q)
+    scale = HEAD_DIM**-0.5
+    return partial(
+        decode_attention_fwd,
+        batch.q, batch.k_pool, batch.v_pool, out, indptr, indices, logits, lse, splits,
+        TRITON_MAX_SPLITS, scale, 1.0, 1.0,
+    )  # fmt: skip
+
+
+def decode(rec: Recorder) -> dict:
     shape = AttentionShape(*LLAMA3_8B, HEAD_DIM, True, "float16")
-    out: list[dict] = []
     host: dict = {}
     for bs, ctx in DECODE:
         batch = paged_batch(PagedCase(shape, (ctx,) * bs), "cuda")
         meta = paged.prepare_decode(
             batch.req_to_token, batch.req_pool_indices, batch.seq_lens, "cuda"
         )
-        k = torch.stack(
-            [batch.k_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()]
+        rows = batch.req_to_token[batch.req_pool_indices]
+        k, v = (
+            torch.stack([pool[rows[i, :ctx]] for i in range(bs)])
+            for pool in (batch.k_pool, batch.v_pool)
         )
-        v = torch.stack(
-            [batch.v_pool[batch.req_to_token[r, :ctx]] for r in batch.req_pool_indices.tolist()]
-        )
-        q4 = batch.q[:, None]
         kv_bytes = 2 * bs * ctx * shape.kv_heads * HEAD_DIM * batch.k_pool.element_size()
+        peers = {"decode": partial(sdpa, batch.q[:, None], k, v)}
+        triton = triton_decode(batch, shape, ctx)
+        if triton is not None:
+            peers["decode-vs-triton"] = triton
         for cfg in configs_for(local_target(), HEAD_DIM, DECODE_TABLES):
-            mine, theirs = rounds(
-                partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg),
-                partial(sdpa, q4, k, v),
-            )
-            out.append(_record("decode", f"{bs}x{ctx}", cfg.name, mine, theirs, kv_bytes, "GB/s"))
+            kernel = partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg)
+            for family, peer in peers.items():
+                rec.pair(family, f"{bs}x{ctx}", cfg.name, kernel, peer, kv_bytes, "GB/s")
         if not host:
             try:
                 host = host_time_per_call(
@@ -213,7 +262,9 @@ def decode() -> tuple[list[dict], dict]:
             # a launch the graph cannot capture: reported, and the graph test fails
             except RuntimeError as exc:
                 host = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    return out, host
+        del batch, k, v, peers
+        torch.cuda.empty_cache()
+    return host
 
 
 def host_time_per_call(step, calls: int = 50) -> dict:
@@ -249,26 +300,28 @@ def copy_gbps() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--defect", type=PrefillDefect, help="a planted flash_fwd defect (prefill only): extra_exp"
+        "--slowdown",
+        type=float,
+        help="the test-only slow variant: each kernel call takes this fraction longer",
     )
     parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args(argv)
     families = args.families.split(",")
+    rec = Recorder(Slowdown(args.slowdown) if args.slowdown else None)
     doc = {
         "device": detect().describe(),
         "torch": torch.__version__,
-        "defect": args.defect,
+        "slowdown": args.slowdown,
         "copy_gbps": copy_gbps(),
-        "records": [],
+        "records": rec.records,
         "host": {},
     }
     if "prefill" in families:
-        doc["records"] += prefill(args.defect)
+        prefill(rec)
     if "extend" in families:
-        doc["records"] += extend()
+        extend(rec)
     if "decode" in families:
-        records, doc["host"] = decode()
-        doc["records"] += records
+        doc["host"] = decode(rec)
     print(protocol.record_line(doc), flush=True)
     return 0
 

@@ -6,7 +6,9 @@ What is judged is ``ratio`` = peer time / kernel time, both measured in the same
 a shared, noisy machine moves both. The tolerance is each record's own measured noise: when a
 baseline is recorded, the child runs twice, and the record allows a fall of
 max(TOLERANCE_FLOOR, NOISE_FACTOR x the largest relative spread of its ratio seen within or
-between those runs).
+between those runs). A tolerance must stay under TOLERANCE_CAP, so that a 10% slowdown (a ratio
+falling by 9.1%) is seen on every row: a row noisier than that is refused at recording, naming
+it, rather than given a tolerance it cannot keep.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from tilegate.harness.perf import protocol
 from tilegate.paths import REPO_ROOT
 
 BASELINES = BaselineStore(REPO_ROOT / "suite" / "baselines" / "perf", "records")
-TOLERANCE_FLOOR, NOISE_FACTOR = 0.05, 3.0
+TOLERANCE_FLOOR, NOISE_FACTOR, TOLERANCE_CAP = 0.04, 2.0, 0.07
+
+
+class TooNoisy(RuntimeError):
+    """A baseline would need a tolerance over TOLERANCE_CAP for some row."""
 
 
 class PerfRunFailed(RuntimeError):
@@ -141,7 +147,15 @@ def baseline_from(runs: list[dict]) -> dict:
 
 
 def update_baseline(device: str, runs: list[dict]) -> Path:
-    return BASELINES.merge(device, baseline_from(runs))
+    baseline = baseline_from(runs)
+    noisy = {k: v for k, v in baseline.items() if v["tolerance"] > TOLERANCE_CAP}
+    if noisy:
+        raise TooNoisy(
+            f"no baseline recorded: these rows' noise needs a tolerance over {TOLERANCE_CAP:.0%}, "
+            "so a 10% slowdown could pass:\n"
+            + "\n".join(f"  {k}: noise {v['noise']:.1%}" for k, v in sorted(noisy.items()))
+        )
+    return BASELINES.merge(device, baseline)
 
 
 def regressions(doc: dict, baseline: dict) -> list[Regression]:

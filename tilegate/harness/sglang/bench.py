@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import random
 import statistics
+import tempfile
 import time
+from pathlib import Path
+
+from tilegate.harness.sglang import step_profile
 
 # (figure, unit, True when larger is better)
 FIGURES = (
@@ -86,10 +90,22 @@ def run(model: str, spec: dict, engine_for) -> dict:
         for _ in range(spec.get("rounds", 1)):
             for backend, eng in engines.items():
                 out["backends"][backend]["rounds"].append(_measure(eng, batch_ids, long_ids, spec))
+        if spec.get("profile_tokens"):
+            out["profile"] = _profiles(engines, batch_ids, spec["profile_tokens"])
     finally:
         for eng in engines.values():
             eng.shutdown()
     return out
+
+
+def _profiles(engines: dict, batch_ids: list[list[int]], new_tokens: int) -> dict:
+    """Each backend's decode step under SGLang's profiler (tilegate.harness.sglang.step_profile),
+    after the measured rounds so that the profiler's overhead touches none of them."""
+    root = Path(tempfile.mkdtemp(prefix="tilegate-step-profile-"))
+    return {
+        backend: step_profile.profile_decode(eng, batch_ids, new_tokens, root / backend).as_dict()
+        for backend, eng in engines.items()
+    }
 
 
 def records(bench: dict) -> list[dict]:

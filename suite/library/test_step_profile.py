@@ -1,0 +1,68 @@
+"""The decode-step profile's arithmetic (tilegate/harness/sglang/step_profile.py) on a hand-built
+Chrome trace: the trace format is torch's profiler's (kernel events ``cat: kernel``, host ranges
+``ph: X``, times in us)."""
+
+import gzip
+import json
+
+import pytest
+
+from tilegate.harness.sglang import step_profile
+from tilegate.serving.sglang_backend import PREPARE_RANGE
+
+
+def _kernel(name, ts, dur):
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}
+
+
+def _host(name, ts, dur):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur}
+
+
+TRACE = [
+    _kernel("flash_fwd_prefill", 0, 500),  # before the first graph launch: the prefill, left out
+    _host("cudaGraphLaunch", 1000, 5),
+    _host(PREPARE_RANGE, 990, 8),
+    _kernel("paged_decode_split_kernel_kernel", 1010, 40),
+    _kernel("paged_decode_combine_kernel_kernel", 1050, 5),
+    _kernel("gemm", 1055, 100),
+    _host("cudaGraphLaunch", 1200, 5),
+    _host(PREPARE_RANGE, 1190, 12),
+    _host("cudaStreamSynchronize", 1195, 30),
+    _kernel("_fwd_grouped_kernel_stage1", 1210, 40),  # triton's names fall in the same rows
+    _kernel("_fwd_kernel_stage2", 1250, 5),
+    _kernel("gemm", 1255, 100),
+    _kernel("gemm_overlapping", 1300, 100),  # a second stream: counted once in the busy time
+]
+
+
+def test_a_step_is_split_into_attention_combine_other_and_idle():
+    p = step_profile.summarize(TRACE)
+    assert p.steps == 2
+    assert p.wall_us == pytest.approx((1400 - 1000) / 2)
+    assert p.kernel_us == {"decode attention": 40, "combine": 5, "other kernels": 150}
+    # busy: 1010-1155 and 1210-1400; the rest of 1000-1400 idle
+    assert p.idle_us == pytest.approx((400 - 145 - 190) / 2)
+    assert p.prepare_us == pytest.approx(12 / 2)  # the first range began before the window
+    assert p.host_wait_us == pytest.approx(30 / 2)
+
+
+def test_a_trace_without_graph_replays_is_refused():
+    with pytest.raises(ValueError, match="no cudaGraphLaunch"):
+        step_profile.summarize([_kernel("gemm", 0, 10)])
+
+
+def test_the_one_trace_is_read_from_its_folder_and_two_are_refused(tmp_path):
+    with gzip.open(tmp_path / "a.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": TRACE}, f)
+    assert step_profile.read_trace(tmp_path) == TRACE
+    (tmp_path / "b.trace.json").write_text("{}")
+    with pytest.raises(ValueError, match="expected one trace"):
+        step_profile.read_trace(tmp_path)
+
+
+def test_the_table_has_a_column_per_backend():
+    p = step_profile.summarize(TRACE).as_dict()
+    lines = step_profile.table({"tilelang": p, "triton": p})
+    assert lines[0] == "| us per decode step | tilelang | triton |"
+    assert "| GPU idle | 32 | 32 |" in lines
