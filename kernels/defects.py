@@ -71,8 +71,9 @@ class ExtendDefect(Defect):
 class CombineDefect(Defect):
     """paged_decode_combine's defects (kernels/paged_decode.py)."""
 
-    # the smallest split, the last one holding keys (the context cut into ceil(ctx / splits)-key
-    # chunks), is left out of the combination (end-to-end tier)
+    # the last split holding keys (the context cut into chunks of whole key blocks) is left out
+    # of the combination (end-to-end tier): a short part of a long context, or, where one split
+    # holds the whole context, every key (NaN out)
     DROP_SMALLEST_SPLIT = "drop_smallest_split"
 
 

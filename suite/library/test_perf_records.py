@@ -104,3 +104,21 @@ def test_the_step_summary_shows_the_perf_table(tmp_path):
     )
     assert "decode host time per call: eager 40 us, graph replay 8 us" in proc.stdout
     assert f"Chart: `{tmp_path}/perf/perf.png`" in proc.stdout
+
+
+def test_a_baseline_row_a_run_did_not_measure_is_flagged_where_the_run_owns_it():
+    base = perf.baseline_from([_doc(0.80), _doc(0.80)])
+    base["serving | batch | tilelang vs triton"] = {"ratio": 1.0, "noise": 0.0, "tolerance": 0.04}
+    only_prefill = _doc(0.80)
+    only_prefill["records"] = only_prefill["records"][:1]  # the decode row vanished
+    missing = perf.regressions(only_prefill, base, owns=lambda k: not perf.is_serving_key(k))
+    assert [(r.key, r.value) for r in missing] == [("decode | 32x8192 | m64n64w4", None)]
+    assert perf.regressions(only_prefill, base) == []  # no owner given: rows are only judged
+
+
+def test_the_planted_slowdown_is_judged_with_tolerances_capped():
+    noisy = perf.baseline_from([_doc(0.80, 0.05), _doc(0.80, 0.05)])  # 10% tolerance uncapped
+    capped = perf.capped(noisy)
+    assert {v["tolerance"] for v in capped.values()} == {perf.TOLERANCE_CAP}
+    assert len(perf.regressions(_doc(0.80 / 1.10), capped)) == 2
+    assert perf.regressions(_doc(0.80 / 1.10), noisy) == []

@@ -44,8 +44,9 @@ def test_paged_extend_matches_fp32_reference(case, cfg, artifacts_dir):
 
 
 # A launch's split count follows its batch size (tilegate/serving/decode_schedule.py): every case
-# also runs at one split (the output written directly, no combine) and at the config's most.
-SPLITS = {"scheduled": None, "one": 1, "most": -1}
+# also runs at one split (the output written directly, no combine), at two (a combine that serving
+# uses at large batches) and at the config's most.
+SPLITS = {"scheduled": None, "one": 1, "two": 2, "most": -1}
 
 
 @pytest.mark.parametrize("splits", SPLITS.values(), ids=SPLITS.keys())

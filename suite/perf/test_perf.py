@@ -51,7 +51,9 @@ def test_speed_ratios_within_baseline(request, platform, perf_runs, artifacts_di
             f"no perf baseline for {device}: table in {artifacts_dir / 'perf'}; record one with "
             "--update-perf-baseline"
         )
-    problems = perf.regressions(perf_runs[0], baseline["records"])
+    problems = perf.regressions(
+        perf_runs[0], baseline["records"], owns=lambda k: not perf.is_serving_key(k)
+    )
     assert not problems, f"slower than {device}'s baseline:\n" + "\n".join(map(str, problems))
 
 
@@ -66,7 +68,11 @@ def test_planted_slowdown_is_flagged_on_every_row(platform, perf_runs, artifacts
     print("\n" + "\n".join(perf.table(slow)))
     committed = perf.load_baseline(platform.device_name or platform.describe())
     # judged by the committed baseline where there is one, else by this run's healthy figures
-    baseline = committed["records"] if committed else perf.baseline_from(perf_runs)
+    baseline = perf.capped(committed["records"] if committed else perf.baseline_from(perf_runs))
+    healthy_rows = {perf.key(r) for r in perf_runs[0]["records"]}
+    assert healthy_rows and {perf.key(r) for r in slow["records"]} == healthy_rows, (
+        "the slow variant's run measured other rows than the healthy run"
+    )
     flagged = {p.key for p in perf.regressions(slow, baseline) if not p.missing_baseline}
     missed = [perf.key(r) for r in slow["records"] if perf.key(r) not in flagged]
     assert not missed, (

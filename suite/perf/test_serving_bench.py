@@ -134,7 +134,7 @@ def test_serving_tilelang_against_the_peer(request, platform, tmp_path_factory, 
             f"{artifacts_dir / PERF_DIR / 'serving.md'}; "
             "record one with -m perf --update-perf-baseline"
         )
-    problems = perf.regressions(doc, baseline)
+    problems = perf.regressions(doc, baseline, owns=perf.is_serving_key)
     assert not problems, f"slower than {device}'s serving baseline:\n" + "\n".join(
         map(str, problems)
     )

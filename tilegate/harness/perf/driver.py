@@ -158,9 +158,10 @@ def update_baseline(device: str, runs: list[dict]) -> Path:
     return BASELINES.merge(device, baseline)
 
 
-def regressions(doc: dict, baseline: dict) -> list[Regression]:
+def regressions(doc: dict, baseline: dict, owns=None) -> list[Regression]:
     """Every record whose ratio fell below its baseline by more than the record's tolerance, or
-    that has no baseline entry."""
+    that has no baseline entry; and, where ``owns(key)`` says a baseline row belongs to this run,
+    every such row the run did not measure (a peer that stopped importing drops its rows)."""
     bad = []
     for r in doc["records"]:
         base = baseline.get(key(r))
@@ -177,4 +178,19 @@ def regressions(doc: dict, baseline: dict) -> list[Regression]:
                     f"measured noise {base['noise']:.1%}",
                 )
             )
+    measured = {key(r) for r in doc["records"]}
+    for k, base in sorted(baseline.items()):
+        if owns is not None and owns(k) and k not in measured:
+            bad.append(Regression(k, "ratio", None, base["ratio"], "", "not measured in this run"))
     return bad
+
+
+def is_serving_key(k: str) -> bool:
+    """The serving benchmark's rows (suite/perf/test_serving_bench.py) share the device's file."""
+    return k.startswith("serving | ")
+
+
+def capped(baseline: dict) -> dict:
+    """``baseline`` with every tolerance at most TOLERANCE_CAP: the planted slowdown is judged by
+    the bound a recorded baseline may hold, also against a run's own healthy figures."""
+    return {k: v | {"tolerance": min(v["tolerance"], TOLERANCE_CAP)} for k, v in baseline.items()}
