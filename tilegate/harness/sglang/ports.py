@@ -1,5 +1,5 @@
 """Rendezvous ports for SGLang engines, leased machine-wide so that engines started at the same
-time never pick the same one (tilegate.harness.sglang.engine_start starts every engine on one).
+time never pick the same one (tilegate.harness.sglang.serve starts every engine on one).
 
 SGLang 0.5.23 picks an engine's ``nccl_port`` (the rank-0 scheduler's TCPStore) by binding a random
 port in 22000-29999 and closing it (``get_free_port_below_ephemeral``, sglang/srt/utils/network.py);

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tilegate.harness.sglang.engine_start import start_engine
+from tilegate.harness.sglang.ports import lease_engine_port
 
 # Small pools and no warm-up on a CPU: the default KV pool there is sized from free memory (~50 s
 # to allocate here). 8192 pool tokens and a 4096-token context hold the CPU tier's prompts (the
@@ -25,6 +25,10 @@ CPU_ENGINE_DEFAULTS = {
     "skip_server_warmup": True,
     "log_level": "error",
 }
+
+
+# how long a start waits for a port when every one of the range is taken (a narrowed range)
+PORT_WAIT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,9 @@ def model_path(which: str) -> str:
 
 def engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "float32", **kw):
     """backend "default": SGLang picks its default attention backend for the platform. The
-    rendezvous port (``nccl_port``) is leased machine-wide, and a start that collides on it is
-    retried (tilegate.harness.sglang.engine_start), unless ``kw`` pins one."""
+    rendezvous port (``nccl_port``) is leased machine-wide (tilegate.harness.sglang.ports) unless
+    ``kw`` pins one: SGLang's own pick probes a port and binds it later, so two engines started
+    together could pick the same. The lease ends with the engine's ``shutdown``."""
     import sglang
 
     chosen = {} if backend == "default" else {"attention_backend": backend}
@@ -72,7 +77,24 @@ def engine(model_path: str, backend: str, *, device: str = "cpu", dtype: str = "
             **rendezvous,
         )
 
-    return make() if "nccl_port" in kw else start_engine(make)
+    if "nccl_port" in kw:
+        return make()
+    lease = lease_engine_port(wait_s=PORT_WAIT_S)
+    try:
+        eng = make(nccl_port=lease.port)
+    except BaseException:
+        lease.release()
+        raise
+    shutdown = eng.shutdown
+
+    def shutdown_and_release() -> None:
+        try:
+            shutdown()
+        finally:
+            lease.release()
+
+    eng.shutdown = shutdown_and_release
+    return eng
 
 
 def _reported_id(token: int, vocab_size: int) -> int:
