@@ -46,21 +46,6 @@ ROUNDS, PAIRS = 5, 10
 TRITON_MAX_SPLITS = 8  # SGLang's triton backend default (triton_attention_num_kv_splits)
 
 
-def median_ms(fn) -> float:
-    """Median of per-call event timings after warm-up (the copy-rate figure)."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 class Slowdown:
     """The test-only slow variant: ``fraction`` of a kernel's own time added after each call, as
     a device-side spin (torch.cuda._sleep), calibrated in cycles per ms once."""
@@ -68,7 +53,7 @@ class Slowdown:
     def __init__(self, fraction: float):
         self.fraction = fraction
         probe = 1_000_000
-        self.cycles_per_ms = probe / median_ms(lambda: torch.cuda._sleep(probe))
+        self.cycles_per_ms = probe / timing.eager_ms(lambda: torch.cuda._sleep(probe))
 
     def __call__(self, kernel: Callable[[], object]) -> Callable[[], object]:
         alone = timing.graph_ms(kernel)
@@ -269,14 +254,7 @@ def decode(rec: Recorder) -> dict:
 
 def host_time_per_call(step, calls: int = 50) -> dict:
     """Host microseconds per decode call: eager, and as a replayed CUDA/HIP graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = timing.capture(step, 1)
     result = {}
     for name, fn in (("eager_us", step), ("replay_us", graph.replay)):
         torch.cuda.synchronize()
@@ -293,7 +271,7 @@ def copy_gbps() -> float:
     judged by."""
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
-    ms = median_ms(lambda: y.copy_(x))
+    ms = timing.eager_ms(lambda: y.copy_(x))
     return 2 * x.numel() / ms * 1e-6
 
 

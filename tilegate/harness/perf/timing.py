@@ -52,7 +52,8 @@ def _event_ms(fn: Callable[[], object]) -> float:
     return start.elapsed_time(end)
 
 
-def _graph(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+def capture(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+    """``calls`` back-to-back calls of ``fn`` as one graph, warmed up on a side stream first."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -64,6 +65,13 @@ def _graph(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
         for _ in range(calls):
             fn()
     return graph
+
+
+def eager_ms(fn: Callable[[], object], calls: int = 10) -> float:
+    """Median ms of ``calls`` event-timed calls after warm-up (no graph)."""
+    for _ in range(WARMUP):
+        fn()
+    return statistics.median(_event_ms(fn) for _ in range(calls))
 
 
 def calls_per_replay(fn: Callable[[], object]) -> int:
@@ -79,7 +87,7 @@ def paired(
     """``rounds`` rounds of ``pairs`` alternating replays (kernel, peer, kernel, ...)."""
     calls = {"kernel": calls_per_replay(kernel), "peer": calls_per_replay(peer)}
     try:
-        runs = {"kernel": _graph(kernel, calls["kernel"]), "peer": _graph(peer, calls["peer"])}
+        runs = {"kernel": capture(kernel, calls["kernel"]), "peer": capture(peer, calls["peer"])}
         sides = {name: graph.replay for name, graph in runs.items()}
         graphed = True
     except RuntimeError:  # a side that cannot be captured: both eagerly, one call at a time
@@ -103,7 +111,7 @@ def graph_ms(fn: Callable[[], object], replays: int = 10) -> float:
     """Median ms per call of ``fn`` replayed as a graph (eagerly where it cannot be captured)."""
     calls = calls_per_replay(fn)
     try:
-        run = _graph(fn, calls).replay
+        run = capture(fn, calls).replay
     except RuntimeError:
         torch.cuda.synchronize()
         run, calls = fn, 1

@@ -26,10 +26,8 @@ CATEGORIES = (
     ("combine", re.compile(r"paged_decode_combine|_fwd_kernel_stage2|stage2")),
 )
 OTHER = "other kernels"
-HOST_WAITS = re.compile(
-    r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaMemcpy(?!.*Async)|"
-    r"aten::_local_scalar_dense|cudaEventSynchronize"
-)
+# runtime calls only: an aten op that reads back (aten::_local_scalar_dense) encloses one of these
+HOST_WAITS = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize")
 
 
 @dataclass(frozen=True)
