@@ -51,6 +51,29 @@ def test_tolerance_comes_from_the_measured_noise():
     assert quiet["tolerance"] == perf.TOLERANCE_FLOOR
 
 
+def _rounds(doc: dict, ratios: list[float]) -> dict:
+    for rec in doc["records"]:
+        rec["round_ratios"] = ratios
+    return doc
+
+
+def test_one_stray_round_does_not_set_the_noise_two_do(tmp_path, monkeypatch):
+    """The judged ratio is the median of the rounds: one stray round leaves it where it was, so the
+    noise leaves out the highest and lowest round. Two stray rounds on one side move the median,
+    and then the noise shows it."""
+    monkeypatch.setattr(perf, "BASELINES", perf.BaselineStore(tmp_path, "records"))
+    one = _rounds(_doc(1.00, 0.045), [1.000, 1.002, 0.955, 0.998, 1.001])  # one round 4.5% low
+    assert perf.within_run_noise(one["records"][0]) == pytest.approx(0.003)
+    assert perf.update_baseline("NVIDIA H200", [one, one]).exists()
+    two = _rounds(_doc(1.00, 0.045), [1.000, 1.002, 0.955, 0.960, 1.001])
+    assert perf.within_run_noise(two["records"][0]) == pytest.approx(0.041)
+    with pytest.raises(perf.TooNoisy, match=r"noise 4\.1%"):
+        perf.update_baseline("NVIDIA H200", [two, two])
+    # the serving benchmark's few rounds: every round counts
+    few = _rounds(_doc(1.00, 0.045), [1.000, 0.955, 1.001])
+    assert perf.within_run_noise(few["records"][0]) == 0.045
+
+
 def test_a_row_too_noisy_to_see_ten_percent_gets_no_baseline(tmp_path, monkeypatch):
     monkeypatch.setattr(perf, "BASELINES", perf.BaselineStore(tmp_path, "records"))
     with pytest.raises(perf.TooNoisy, match=r"prefill \| 3782 causal \| m64n64w4: noise 5\.9%"):

@@ -8,10 +8,10 @@ kernel where SGLang imports; for extend also the prefill kernel on the same shap
 tilegate.harness.perf.timing: graph replays of back-to-back calls, kernel and peer alternating,
 ``ROUNDS`` rounds of ``PAIRS`` pairs. The last line printed is ``tilegate-perf: {json}``: per record
 the kernel's and the peer's median time per round, their ratio and its spread over the rounds,
-and the figures (TFLOP/s for prefill and extend, GB/s of K+V read for decode, next to the
-device-to-device copy bandwidth measured in the same run). Shapes: Llama-3-8B heads (32:8),
-head_dim 128, fp16. ``--slowdown F`` is the test-only slow variant: every kernel call followed by
-a device-side spin of F times that kernel's own time, which the perf check must flag.
+each round's ratio, and the figures (TFLOP/s for prefill and extend, GB/s of K+V read for decode,
+next to the device-to-device copy bandwidth measured in the same run). Shapes: Llama-3-8B heads
+(32:8), head_dim 128, fp16. ``--slowdown F`` is the test-only slow variant: every kernel call
+followed by a device-side spin of F times that kernel's own time, which the perf check must flag.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class Recorder:
                 "peer_value": work / peer_ms * scale,
                 "ratio": t.ratio,
                 "ratio_spread": t.spread,
+                "round_ratios": t.ratios,
                 "graphed": t.graphed,
             }
         )

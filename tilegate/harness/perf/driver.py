@@ -5,10 +5,10 @@ kernel's speed ratio to its peer against the device's committed baseline
 What is judged is ``ratio`` = peer time / kernel time, both measured in the same process and run:
 a shared, noisy machine moves both. The tolerance is each record's own measured noise: when a
 baseline is recorded, the child runs twice, and the record allows a fall of
-max(TOLERANCE_FLOOR, NOISE_FACTOR x the largest relative spread of its ratio seen within or
-between those runs). A tolerance must stay under TOLERANCE_CAP, so that a 10% slowdown (a ratio
-falling by 9.1%) is seen on every row: a row noisier than that is refused at recording, naming
-it, rather than given a tolerance it cannot keep.
+max(TOLERANCE_FLOOR, NOISE_FACTOR x the largest relative spread of its ratio seen between those
+runs or within one: ``within_run_noise``). A tolerance must stay under TOLERANCE_CAP, so that a 10%
+slowdown (a ratio falling by 9.1%) is seen on every row: a row noisier than that is refused at
+recording, naming it, rather than given a tolerance it cannot keep.
 """
 
 from __future__ import annotations
@@ -129,6 +129,21 @@ def load_baseline(device: str) -> dict | None:
     return BASELINES.load(device)
 
 
+TRIM_FROM_ROUNDS = 5
+
+
+def within_run_noise(record: dict) -> float:
+    """How far a run's ratio moves within the run. The ratio is the median of the rounds' ratios, so
+    one stray round (a clock step, a neighbour's burst) does not move it; with TRIM_FROM_ROUNDS or
+    more rounds the highest and lowest are left out here too. With fewer (the serving benchmark's
+    rounds), or a record without its rounds, the whole spread counts."""
+    rounds = sorted(record.get("round_ratios") or ())
+    if len(rounds) < TRIM_FROM_ROUNDS:
+        return record["ratio_spread"]
+    middle = rounds[1:-1]
+    return (middle[-1] - middle[0]) / record["ratio"]
+
+
 def baseline_from(runs: list[dict]) -> dict:
     """Each record's ratio (median of the runs) and tolerance from the noise the runs showed."""
     out = {}
@@ -137,7 +152,7 @@ def baseline_from(runs: list[dict]) -> dict:
         ratios = sorted(r["ratio"] for r in seen)
         mid = ratios[len(ratios) // 2]
         between = (ratios[-1] - ratios[0]) / mid
-        noise = max(between, *(r["ratio_spread"] for r in seen))
+        noise = max(between, *(within_run_noise(r) for r in seen))
         out[k] = {
             "ratio": mid,
             "noise": noise,
