@@ -25,7 +25,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 from tilegate import tilelang_versions
 from tilegate.artifacts.writer import JUNIT_DIR
-from tilegate.paths import REPO_ROOT
+from tilegate.paths import REPO_ROOT, cache_dir
 from tilegate.platform import detect
 from tilegate.testing.markers import MARKERS
 from tilegate.testing.pytest_fixtures import (  # noqa: F401  (fixtures: pytest finds them in this module)
@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--tilegate-cache",
-        default=os.environ.get("TILEGATE_CACHE", str(REPO_ROOT / ".cache" / "tilegate")),
+        default=str(cache_dir()),
         help="disk cache of lowered kernels and code objects",
     )
     group.addoption(

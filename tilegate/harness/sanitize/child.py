@@ -18,17 +18,22 @@ production.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.harness.sanitize import protocol
+from tilegate.harness.sanitize.asan_build import AsanHipCompile, asan_builds
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
+from tilegate.paths import cache_dir
 from tilegate.platform import detect
 from tilegate.references.dtypes import TORCH_DTYPES
 
@@ -46,12 +51,6 @@ PREFILL_LENGTHS = ((1, 1), (17, 17), (129, 129), (17, 129))
 EXTEND_BATCH = ((1, 129, 17), (1, 64, 17))
 DECODE_CONTEXTS = (1, 57, 130)
 FAMILIES = ("prefill", "extend", "decode")
-ASAN_FLAGS = [
-    "-fsanitize=address",
-    "-shared-libsan",
-    "-fgpu-sanitize",
-    "--offload-arch=gfx942:xnack+",
-]
 
 
 def _say(what: str) -> None:
@@ -110,6 +109,41 @@ def _paged(family: str, head_dim: int, first_only: bool) -> None:
         float(out.float().sum())
 
 
+def _run(args: argparse.Namespace) -> None:
+    if args.one and args.family == "prefill":
+        _prefill(128, args.defect, True, one=True)
+    for head_dim in () if args.one else (args.head_dim,) if args.head_dim else HEAD_DIMS:
+        if args.family == "prefill":
+            _prefill(
+                head_dim,
+                args.defect,
+                args.first_config,
+                lean=args.lean_grid,
+                fewest_threads=args.fewest_threads,
+            )
+        else:
+            _paged(args.family, head_dim, args.first_config)
+
+
+@contextlib.contextmanager
+def builds(
+    plain_stores: bool = False, asan: bool = False, cache: Path | None = None
+) -> Iterator[AsanHipCompile | None]:
+    """How this process builds kernels inside: TileLang's TMA lowering off (``plain_stores``); the
+    HIP builds with device ASan (``asan``: tilegate.harness.sanitize.asan_build says why they are
+    not TileLang's own build with flags added), their code objects cached in ``cache`` (default:
+    tilegate.paths.cache_dir()). Yields the ASan builds' record, or None."""
+    saved = dict(runtime.process_pass_configs)
+    if plain_stores:
+        runtime.process_pass_configs["tl.disable_tma_lower"] = True
+    try:
+        with asan_builds(cache or cache_dir()) if asan else contextlib.nullcontext() as hook:
+            yield hook
+    finally:
+        runtime.process_pass_configs.clear()
+        runtime.process_pass_configs.update(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("family", choices=FAMILIES)
@@ -149,23 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.defect and args.family != "prefill":
         parser.error("--defect plants a flash_fwd defect: use it with 'prefill'")
-    if args.plain_stores:
-        runtime.process_pass_configs["tl.disable_tma_lower"] = True
-    if args.asan:  # HIP's device ASan needs xnack+ code and HSA_XNACK=1 at run time
-        runtime.process_pass_configs["tl.device_compile_flags"] = ASAN_FLAGS
-    if args.one and args.family == "prefill":
-        _prefill(128, args.defect, True, one=True)
-    for head_dim in () if args.one else (args.head_dim,) if args.head_dim else HEAD_DIMS:
-        if args.family == "prefill":
-            _prefill(
-                head_dim,
-                args.defect,
-                args.first_config,
-                lean=args.lean_grid,
-                fewest_threads=args.fewest_threads,
-            )
-        else:
-            _paged(args.family, head_dim, args.first_config)
+    with builds(args.plain_stores, args.asan) as asan:
+        _run(args)
+        # HIP's device ASan also needs HSA_XNACK=1 at run time (driver.run_asan sets it)
+        if asan is not None and not asan.built:
+            raise SystemExit("--asan: no kernel came through the ASan build (asan_build.py)")
+        for reading in asan.built if asan else ():
+            _say(f"asan build: {reading.summary()}")
     torch.cuda.synchronize()
     _say("done")
     return 0
