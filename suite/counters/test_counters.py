@@ -2,7 +2,8 @@
 and, for decode, DRAM throughput per kernel x config, judged against the device's committed baseline
 (suite/baselines/counters/<device>.json; record one with --update-counter-baseline).
 
-NVIDIA: ncu. MI300X: rocprofv3 (SQ_LDS_BANK_CONFLICT per LDS instruction, waves, fetched bytes).
+NVIDIA: ncu. MI300X: rocprofv3 (LDS bank-conflict stall cycles per LDS instruction, waves, fetched
+bytes).
 The table goes to artifacts/counters/<family>.md and .json.
 """
 

@@ -1,10 +1,11 @@
-"""The counters tier's parts that need no GPU: ncu's and rocprofv3's CSV read per launch,
-launches named in order, the regression verdict."""
+"""The counters tier's parts that need no GPU: ncu's CSV read per launch, launches named in order
+and by kernel, the regression verdict (rocprofv3's output: test_rocprofv3_output.py)."""
 
 import pytest
 
 from tilegate.harness.counters import driver as counters
 from tilegate.harness.counters import protocol
+from tilegate.harness.counters.dispatches import Dispatch, name_launches
 
 
 def _ncu_row(launch: int, metric: str, value: str) -> str:
@@ -38,11 +39,14 @@ NCU_CSV = (
 
 def test_ncu_csv_is_read_per_launch():
     launches = counters.parse_ncu_csv(NCU_CSV)
-    assert len(launches) == 2
-    figures = counters.ncu_figures(launches[0])
+    assert [(d.ident, d.kernel) for d in launches] == [
+        (0, "flash_fwd_kernel_kernel"),
+        (1, "flash_fwd_kernel_kernel"),
+    ]
+    figures = counters.ncu_figures(launches[0].counters)
     assert figures["ld_conflicts_per_request"] == pytest.approx(2.0)  # 1200 / (400 + 200)
     assert figures["occupancy_pct"] == pytest.approx(7.85)
-    assert counters.ncu_figures(launches[1])["ld_conflicts_per_request"] is None
+    assert counters.ncu_figures(launches[1].counters)["ld_conflicts_per_request"] is None
 
 
 def test_regressions_are_named_and_noise_is_not():
@@ -83,16 +87,15 @@ def test_launches_are_named_in_order():
     )
     assert protocol.launch_names(out) == [("flash_fwd", "m64n64w4"), ("flash_fwd", "m128n64w8")]
     assert protocol.finished(out) and not protocol.finished(out.replace(protocol.DONE, ""))
-    with pytest.raises(counters.ProfilerError):
-        counters._named(protocol.launch_names(out), [{}], "ncu")
+    one = [Dispatch(0, "flash_fwd_kernel_kernel", {})]
+    with pytest.raises(counters.ProfilerError, match="profiled 1 launches, the workload made 2"):
+        name_launches(protocol.launch_names(out), one, counters.ncu_figures, "ncu")
+    named = name_launches(protocol.launch_names(out), one * 2, counters.ncu_figures, "ncu")
+    assert [launch.key for launch in named] == ["flash_fwd-m64n64w4", "flash_fwd-m128n64w8"]
 
 
-def test_rocprof_csv_is_summed_per_dispatch():
-    csv_text = (
-        "Dispatch_Id,Kernel_Name,Counter_Name,Counter_Value\n"
-        "1,flash_fwd_kernel,SQ_LDS_BANK_CONFLICT,30\n1,flash_fwd_kernel,SQ_LDS_BANK_CONFLICT,10\n"
-        "1,flash_fwd_kernel,SQ_INSTS_LDS,80\n2,flash_fwd_kernel,SQ_INSTS_LDS,5\n"
-    )
-    rows = counters.parse_rocprof_csv(csv_text)
-    assert counters.rocprof_figures(rows[0])["lds_conflicts_per_instruction"] == pytest.approx(0.5)
-    assert len(rows) == 2
+def test_an_ncu_launch_of_another_kernel_is_refused():
+    out = protocol.launch_line("flash_fwd", "m64n64w4")
+    stray = [Dispatch(0, "paged_decode_combine_kernel_kernel", {})]
+    with pytest.raises(counters.ProfilerError, match="paged_decode_combine_kernel_kernel"):
+        name_launches(protocol.launch_names(out), stray, counters.ncu_figures, "ncu")

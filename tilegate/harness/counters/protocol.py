@@ -6,7 +6,16 @@ from __future__ import annotations
 import sys
 
 CHILD = "tilegate.harness.counters.child"
-# the profiler's kernel-name regex
+# Each profiled kernel's device symbol: TileLang 0.1.15 names it after the prim_func with
+# "_kernel" appended, extern "C" (no mangling), for gfx942 and sm90 alike
+# (tilegate.lowering.lower's symbol for each kernel). The profilers print it as is.
+SYMBOLS = {
+    "flash_fwd": "flash_fwd_kernel_kernel",
+    "paged_extend": "paged_extend_kernel_kernel",
+    "paged_decode_split": "paged_decode_split_kernel_kernel",
+}
+# The profiler's kernel-name regex (searched, not matched whole): looser than SYMBOLS on purpose,
+# so a renamed kernel is still profiled and then refused by name, rather than missing silently.
 PROFILED = "flash_fwd_kernel|paged_extend_kernel|paged_decode_split_kernel"
 LAUNCH_MARK = "tilegate-counters: launch "
 DONE = "tilegate-counters: done"
