@@ -44,9 +44,10 @@ from tilegate.testing.skips import missing, skip_reason
 from tilegate.testing.tiers import check_folders
 from tilegate.testing.watchdog import Deadline, dump_stacks_on_sigusr1, report_path, reports
 
-NO_GPU_TEST_PASSED = pytest.StashKey[bool]()
+REQUIRE_GPU_FAILURE = pytest.StashKey[str]()  # why --require-gpu failed the run ("" if it did not)
 RUN_PASSED = pytest.StashKey[bool]()  # set by the controller at the end of the session
 _gpu_passed: list[str] = []  # on the controller too: xdist replays its workers' reports there
+_gpu_selected: list[str] = []  # the GPU tests of a --collect-only run's selection
 # Every GPU test, and any test marked deadline, runs under a deadline (watchdog.py): a hung kernel
 # fails its own test, not the whole run.
 GPU_TEST_TIMEOUT_S = float(os.environ.get("TILEGATE_GPU_TEST_TIMEOUT", 900))
@@ -127,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _choose_run_folder(config)
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    config.stash[NO_GPU_TEST_PASSED] = False
+    config.stash[REQUIRE_GPU_FAILURE] = ""
     dump_stacks_on_sigusr1()  # every process of the run, workers included
     # the controller (or a run without xdist), before any worker starts: they inherit both
     if not hasattr(config, "workerinput"):
@@ -180,6 +181,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from tilegate.testing.skips import skip_reason
 
     if session.config.option.collectonly:
+        _gpu_selected[:] = [i.nodeid for i in session.items if i.get_closest_marker("gpu")]
         return
     _precompile(session)
     wanted = {
@@ -296,9 +298,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(session.config, "workerinput", None) is not None:
         return  # an xdist worker: the controller decides
     sglang_engine_run().stop_if_running()  # all workers are done with it
-    if session.config.getoption("--require-gpu") and not _gpu_passed:
-        session.config.stash[NO_GPU_TEST_PASSED] = True
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.config.getoption("--require-gpu"):
+        # a collection runs nothing: what it can hold to is a selection with GPU tests in it (CI
+        # collects the MI300X envs' commands so, scripts/check-rocm-envs.sh)
+        failure = (
+            ("this selection holds no GPU test" if not _gpu_selected else "")
+            if session.config.option.collectonly
+            else ("" if _gpu_passed else f"no GPU test passed on {detect().describe()}")
+        )
+        if failure:
+            session.config.stash[REQUIRE_GPU_FAILURE] = failure
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     session.config.stash[RUN_PASSED] = session.exitstatus == pytest.ExitCode.OK
 
 
@@ -314,10 +324,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     from tilegate.artifacts.render import terminal_sections
     from tilegate.testing.precompile import PrecompileResult
 
-    if config.stash[NO_GPU_TEST_PASSED]:
-        terminalreporter.write_line(
-            f"FAILED: --require-gpu set, but no GPU test passed on {detect().describe()}", red=True
-        )
+    if failure := config.stash[REQUIRE_GPU_FAILURE]:
+        terminalreporter.write_line(f"FAILED: --require-gpu set, but {failure}", red=True)
     precompiled = run_dir() / PRECOMPILE_REPORT
     if precompiled.exists():
         terminalreporter.write_line(PrecompileResult.from_json(precompiled.read_text()).summary())
