@@ -2,10 +2,11 @@
 
 Two cache levels: in memory for the session (per xdist worker), and on disk across
 runs. The lowered-source key is the case's ``cache_key()`` (a registered kernel's name, shape,
-config and target; a foreign kernel's also the sha256 of its source and of its adapter), the
-TileLang version and a digest of every kernel source file and of lowering.py: any change to a
-kernel factory misses the cache (so does a change to any other kernel file: cheap to relower, and
-a warm run need not build a prim_func to know its key).
+config and target; a foreign kernel's what its lowering takes, with the sha256 of its source as
+this process runs it: tilegate/foreign/case.py), the TileLang version and a digest of every
+kernel source file and of lowering.py: any change to a kernel factory misses the cache (so does a
+change to any other kernel file: cheap to relower, and a warm run need not build a prim_func to
+know its key).
 
 A lowered entry (``lowered/<key>.json``) embeds the sha256 of its fields and is written aside,
 then renamed into place; one that does not parse or match its checksum is discarded and relowered.
@@ -109,14 +110,19 @@ class KernelBuilder:
             self._lowered[case] = self._lower_cached(case)
         return self._lowered[case]
 
-    def _lower_cached(self, case: Buildable) -> Lowered:
+    def _entry(self, case: Buildable) -> Path:
         key = "\0".join((CACHE_FORMAT, tilelang.__version__, case.cache_key(), sources_digest()))
-        path = self.cache_dir / "lowered" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
-        cached = _load_lowered(path)
+        return self.cache_dir / "lowered" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+    def _lower_cached(self, case: Buildable) -> Lowered:
+        cached = _load_lowered(self._entry(case))
         if cached is not None:
             return cached
         prim_func, pass_configs = case.lowering_input()
         result = Lowered(*lowering.lower(prim_func, case.target, pass_configs))
+        # Keyed again, now that its sources are imported: a foreign kernel's file edited between
+        # the first key and its import is written under the key of what was lowered.
+        path = self._entry(case)
         fields = dataclasses.asdict(result)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps({**fields, "sha256": _checksum(fields)}).encode())

@@ -62,13 +62,19 @@ def kernel_repo(tmp_path_factory) -> tuple[Path, Path]:
     return python, repo
 
 
-def _pytest(python: Path, repo: Path, tmp: Path, *args: str) -> tuple[int, list, str]:
-    junit = tmp / "junit.xml"
-    env = {
+def _env() -> dict[str, str]:
+    """The outer run's environment less its pytest, gate and PYTHONPATH settings: the venv's
+    installs are what runs."""
+    return {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PYTEST_", "TILEGATE_")) and k != "PYTHONPATH"
     }
+
+
+def _pytest(python: Path, repo: Path, tmp: Path, *args: str) -> tuple[int, list, str]:
+    junit = tmp / "junit.xml"
+    env = _env()
     env |= {"TILEGATE_TOOLCHAIN": str(cross_prefix()), "TILEGATE_CACHE": str(tmp / "cache")}
     proc = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *args],
@@ -95,6 +101,7 @@ def test_plain_pytest_gates_the_packages_kernel(kernel_repo, tmp_path):
             "[tilegate.foreign.__file__, example_kernel.__file__]))",
         ],
         cwd=tmp_path,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -136,3 +143,24 @@ def test_the_same_run_fails_a_config_over_the_lds_budget(kernel_repo, tmp_path):
     assert "estimate 131072 bytes > 65536 per workgroup: not compiled" in next(
         iter(failed.values())
     )
+
+
+def test_an_edit_in_the_repository_is_built_without_a_reinstall(kernel_repo, tmp_path):
+    # Symptom: an edit in the kernel's repository that raised its LDS stayed green with the old
+    # figure until the package was reinstalled: the key hashed the installed copy, pytest imported
+    # the repository's. Fix: the key hashes the module's file as the test process imports it.
+    python, installed = kernel_repo
+    repo = tmp_path / "repo"
+    shutil.copytree(installed, repo, ignore=shutil.ignore_patterns("artifacts"))
+    selected = ("-m", "compile", "-k", "compile")
+    code, outcomes, log = _pytest(python, repo, tmp_path, *selected)
+    assert code == 0, log
+    kernels = repo / "example_kernel" / "kernels.py"
+    line = '    m, n = T.dynamic("m"), T.dynamic("n")\n'
+    # a key block four times as tall: LDS 32768 -> 81920 B, the adapter's estimate stays 32768
+    kernels.write_text(kernels.read_text().replace(line, "    block_n = 4 * block_n\n" + line))
+    code, outcomes, log = _pytest(python, repo, tmp_path, *selected)
+    failed = {o.test.rsplit("::", 1)[-1]: o.reason for o in outcomes if o.kind == FAILED}
+    assert code == 1, log
+    reason = failed.get("test_foreign_compile[example-scores-d128-bf16-m64n64]", "")
+    assert "LDS estimate 32768 bytes, lowered 81920: off by 60%" in reason, log

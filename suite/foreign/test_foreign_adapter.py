@@ -3,6 +3,7 @@ checks (tilegate/foreign/spec.py), discovery (discover.py), provenance, the LDS 
 known-finding verdict of the tiers (tiers.py), on the CPU without any foreign package."""
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -19,6 +20,7 @@ from tilegate.foreign import (
 )
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.discover import discover, load
+from tilegate.foreign.provenance import SourceChanged
 from tilegate.foreign.verdicts import (
     KnownFinding,
     judge_build,
@@ -193,9 +195,12 @@ def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
 
 
 @pytest.mark.compile
-def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(builder, tmp_path):
+def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
+    builder, tmp_path, monkeypatch
+):
     """Provenance by path (no package): the file is loaded as a module, built for gfx942, and an
-    edit to it changes the cache key."""
+    edit to it changes the cache key once the module is imported again (suite/foreign/
+    test_foreign_build_key.py: while it is loaded, the edit is SourceChanged)."""
     source = tmp_path / "scores_by_path.py"
     source.write_text(
         (REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text()
@@ -215,6 +220,10 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(builder,
     case = ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
     assert kernel.provenance.missing_reason() is None
     assert builder.isa_reading(case).histogram("v_mfma")
+    kernel.provenance.load()  # as the provenance tier does: the build may come from the cache
     key = case.cache_key()
     source.write_text(source.read_text() + "\n# edited\n")
+    with pytest.raises(SourceChanged):
+        case.cache_key()
+    monkeypatch.delitem(sys.modules, "tilegate_test_scores_by_path")
     assert case.cache_key() != key

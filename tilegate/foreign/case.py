@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegate.foreign.provenance import source_digest
 from tilegate.foreign.spec import Config, ForeignKernel, ForeignKernelError, Problem
+
+# how the factory is called (lowering_input) decides the program too
+_THIS_MODULE = source_digest(Path(__file__))
 
 
 @dataclass(frozen=True)
@@ -37,20 +39,24 @@ class ForeignCase:
         return self.kernel.lds_estimate(self.problem, self.cfg)
 
     def cache_key(self) -> str:
-        """The case, the factory, the target globals, and the sha256 of the kernel's sources and
-        of the adapter that declares it."""
-        adapter = sys.modules[adapter_module(self.kernel)]
-        digests = [self.kernel.provenance.sha256(), source_digest(Path(str(adapter.__file__)))]
+        """What the lowered code is made from, and nothing else: the target; the kernel's module,
+        its factory and the arguments the factory gets (the problem's ``args``, the config's
+        keywords); the target's globals; the sha256 of the kernel's sources as this process runs
+        them (Provenance.sha256); and this module, which calls the factory. The builder adds the
+        cache format, TileLang's version and the gate's own sources (builder.sources_digest). The
+        rest of the adapter (names, threads, the LDS estimate, capabilities, ISA expectations,
+        findings) judges the build: an edit there does not relower."""
         chosen = repr(sorted(self.kernel.target_globals.get(self.target, {}).items()))
         return "\0".join(
             (
                 self.target,
-                self.name,
+                self.kernel.provenance.module,
                 self.kernel.factory,
+                repr(self.problem.args),
+                repr(self.cfg.kwargs),
                 chosen,
-                repr(self.problem),
-                repr(self.cfg),
-                *digests,
+                self.kernel.provenance.sha256(),
+                _THIS_MODULE,
             )
         )
 
@@ -82,17 +88,6 @@ class ForeignCase:
                 f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
                 "(are the adapter's target globals applied?)"
             )
-
-
-def adapter_module(kernel: ForeignKernel) -> str:
-    """The module that declared ``kernel``: where discovery found it, else its LDS estimate's
-    module."""
-    from tilegate.foreign.discover import origin_of
-
-    try:
-        return origin_of(kernel).partition(":")[0]
-    except ForeignKernelError:
-        return kernel.lds_estimate.__module__
 
 
 @contextlib.contextmanager

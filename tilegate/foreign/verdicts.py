@@ -15,6 +15,8 @@ from tilegate.gfx942.isa import LDS_PER_CU, IsaReading
 from tilegate.gfx942.isa_checks import NARROW_LDS_READS, Violation, describe, rules_broken
 
 AT_LEAST = {"waves_per_simd"}  # lower is worse; every other metric: higher is worse
+# an LDS estimate further than this from the lowered figure misleads the filter
+ESTIMATE_SLACK = 0.10
 
 
 class KnownFinding(AssertionError):
@@ -32,6 +34,18 @@ def over_budget(case: ForeignCase) -> list[Violation]:
             "(it cannot launch on MI300X)",
         )
     ]
+
+
+def estimate_off(case: ForeignCase, lowered_lds: int) -> str | None:
+    """The filter checked against the build: a message when the LDS estimate is more than
+    ESTIMATE_SLACK away from the lowered figure, else None."""
+    off = abs(case.lds_estimate - lowered_lds) / max(lowered_lds, 1)
+    if off <= ESTIMATE_SLACK:
+        return None
+    return (
+        f"LDS estimate {case.lds_estimate} bytes, lowered {lowered_lds}: "
+        f"off by {off:.0%} (> {ESTIMATE_SLACK:.0%}), the filter cannot be trusted"
+    )
 
 
 def isa_metrics(case: ForeignCase, report: IsaReading | None) -> dict[str, float]:
