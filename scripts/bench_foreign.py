@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from tilegate.foreign import gpu, sparse_mla
+from tilegate.foreign.case import load_module
 from tilegate.foreign.discover import discover
 from tilegate.references.metrics import judge
 
@@ -38,7 +39,7 @@ def _time(fn) -> float:
 def bench(kernel, tokens: int) -> dict:
     case = sparse_mla.Case(tokens, "tail-padded", sparse_mla.Shape(*kernel.gpu_shape))
     p = gpu.prepare(kernel, case)
-    module = kernel.provenance.load()
+    module = load_module(kernel)
     mine, peer = (
         (lambda: kernel.launcher(module, p.inputs, p.stored)),
         (lambda: kernel.peer(p.inputs, p.stored)),

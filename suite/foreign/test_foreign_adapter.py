@@ -1,6 +1,7 @@
 """The adapter's bad input gets a clear error, and its findings judge as they say: the declaration
-checks (tilegate/foreign/spec.py), discovery (discover.py), provenance, the LDS filter and the
-known-finding verdict of the tiers (tiers.py), on the CPU without any foreign package."""
+checks (tilegate/foreign/spec.py), discovery (discover.py), provenance, the LDS budget (on the
+lowered figure) and the known-finding verdict of the tiers (tiers.py), on the CPU without any
+foreign package."""
 
 import dataclasses
 import sys
@@ -23,6 +24,7 @@ from tilegate.foreign.discover import discover, load
 from tilegate.foreign.provenance import SourceChanged
 from tilegate.foreign.verdicts import (
     KnownFinding,
+    estimate_off,
     judge_build,
     judge_case,
     lowering_finding,
@@ -111,9 +113,15 @@ def test_provenance_says_what_is_missing_in_one_line():
         Provenance("x")
 
 
-def test_a_config_over_the_lds_budget_is_not_compiled():
-    (over,) = over_budget(ForeignCase.of(KERNEL, PROBLEM, CFG, "gfx942"))
-    assert over.rule == "lds-budget" and "estimate 70000 bytes > 65536" in over.detail
+def test_the_lowered_lds_figure_judges_the_budget_and_the_estimate_is_checked_against_it():
+    case = ForeignCase.of(KERNEL, PROBLEM, CFG, "gfx942")  # estimated 70000 B
+    assert over_budget(case, 65536) == [] and estimate_off(case, 66000) == []
+    (over,) = over_budget(case, 70000)
+    assert over.rule == "lds-budget" and over.detail.startswith(
+        "k-h8-c: lowered 70000 B of LDS > 65536 per workgroup (the adapter estimates 70000)"
+    )
+    (off,) = estimate_off(case, 32768)
+    assert off.rule == "lds-estimate" and "estimates 70000 B of LDS, lowered 32768 B" in off.detail
 
 
 def test_a_known_finding_must_break_exactly_its_rules_and_be_no_worse():

@@ -121,7 +121,7 @@ def test_the_working_copy_that_shadows_the_install_is_what_is_built(
     # was reinstalled: the key hashed the installed copy, pytest imported the working copy. Fix: the
     # key hashes each module's file as this process imports it (Provenance.source_file).
     from tilegate.builder import KernelBuilder
-    from tilegate.foreign.verdicts import estimate_off
+    from tilegate.foreign.verdicts import estimate_off, over_budget
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     dist = module_name.replace("_", "-")
@@ -136,12 +136,13 @@ def test_the_working_copy_that_shadows_the_install_is_what_is_built(
 
     first = case.cache_key()
     assert fresh_builder.lowered(case).lds_bytes == 32768
-    assert estimate_off(case, 32768) is None
+    assert estimate_off(case, 32768) == [] and over_budget(case, 32768) == []
     _edit(working / "kernels.py")  # the installed copy is not reinstalled
     _next_run(f"{module_name}.kernels")
     lds = KernelBuilder(fresh_builder.cache_dir).lowered(case).lds_bytes
     assert lds == 81920, "the edited working copy's LDS"
-    assert "lowered 81920: off by 60%" in str(estimate_off(case, lds))
+    assert "lowered 81920 B: off by 60%" in str(estimate_off(case, lds))
+    assert "lowered 81920 B of LDS > 65536" in str(over_budget(case, lds))
     assert case.cache_key() != first
     assert kernel.provenance.source_file() == working / "kernels.py"
 

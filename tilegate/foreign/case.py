@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from tilegate.foreign.provenance import source_digest
-from tilegate.foreign.spec import Config, ForeignKernel, ForeignKernelError, Problem
+from tilegate.foreign.spec import (
+    Config,
+    ForeignKernel,
+    ForeignKernelError,
+    Problem,
+    raised_at,
+)
 
 # how the factory is called (lowering_input) decides the program too
 _THIS_MODULE = source_digest(Path(__file__))
@@ -64,17 +72,26 @@ class ForeignCase:
         """(prim_func, pass_configs): the factory called as the module would for ``target``. A
         @tilelang.jit factory's own function is called, not its get_tir: get_tir caches by argument,
         so a build after one with other target globals would get that one's program."""
-        module = self.kernel.provenance.load()
+        module = load_module(self.kernel)
         factory = getattr(module, self.kernel.factory)
         args, kwargs = self.problem.args, dict(self.cfg.kwargs)
         with _module_globals(module, self.kernel.target_globals.get(self.target, {})):
-            if hasattr(factory, "get_tir"):
-                traced = getattr(getattr(factory, "func", None), "orig_func", None)
-                prim = traced(*args, **kwargs) if traced is not None else None
-                prim = prim if hasattr(prim, "buffer_map") else factory.get_tir(*args, **kwargs)
-                passes = dict(factory.pass_configs or {})
-            else:
-                prim, passes = factory(*args, **kwargs), None
+            try:
+                if hasattr(factory, "get_tir"):
+                    traced = getattr(getattr(factory, "func", None), "orig_func", None)
+                    prim = traced(*args, **kwargs) if traced is not None else None
+                    prim = prim if hasattr(prim, "buffer_map") else factory.get_tir(*args, **kwargs)
+                    passes = dict(factory.pass_configs or {})
+                else:
+                    prim, passes = factory(*args, **kwargs), None
+            except Exception as exc:
+                raise ForeignKernelError(
+                    f"{self.name}: {module.__name__}.{self.kernel.factory}(*{args!r}, "
+                    f"**{kwargs!r}) raised {type(exc).__name__}: {exc}{raised_at(exc, __file__)}; "
+                    f"the adapter at {self.kernel.declared_at} gives problem {self.problem.name}'s "
+                    f"args and config {self.cfg.name}'s kwargs: fix them there where the factory "
+                    "does not take them"
+                ) from exc
         self._check_operand_dtype(prim)
         return prim, passes
 
@@ -88,6 +105,24 @@ class ForeignCase:
                 f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
                 "(are the adapter's target globals applied?)"
             )
+
+
+def load_module(kernel: ForeignKernel) -> ModuleType:
+    """The kernel's module (its provenance); one that raises at import is an error naming the
+    adapter's declaration and the line that raised."""
+    provenance = kernel.provenance
+    try:
+        return provenance.load()
+    except Exception as exc:
+        if provenance.path is not None:  # a half-run module left behind would load "fine" next
+            sys.modules.pop(provenance.module, None)
+        raise ForeignKernelError(
+            f"{kernel.name}: importing its kernel module {provenance.module} ({provenance.label}) "
+            f"raised {type(exc).__name__}: {exc}{raised_at(exc)}; the adapter at "
+            f"{kernel.declared_at} names it: make it import here (what it needs installed, or "
+            "target_globals for what it reads at import), or name the module that defines "
+            f"{kernel.factory!r}"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
-from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
+from tilegate.foreign.spec import ForeignKernel, ForeignKernelError, raised_at
 
 ENTRY_POINT_GROUP = "tilegate.kernels"
 # kernel name -> the MODULE[:ATTR] that declared it (a child process loads it again)
@@ -24,9 +24,21 @@ def load(name: str, origin: str) -> list[ForeignKernel]:
     it was named."""
     module_name, _, attribute = name.partition(":")
     try:
-        found = getattr(importlib.import_module(module_name), attribute or "KERNELS")
-    except (ImportError, AttributeError) as exc:
-        raise ForeignKernelError(f"{origin} {name!r}: {type(exc).__name__}: {exc}") from exc
+        module = importlib.import_module(module_name)
+    except ForeignKernelError as exc:  # a declaration it holds is refused: the message names it
+        raise ForeignKernelError(f"{origin} {name!r}: {exc}") from exc
+    except Exception as exc:
+        raise ForeignKernelError(
+            f"{origin} {name!r}: {type(exc).__name__}: {exc}{raised_at(exc)}; the adapter "
+            "does not import: fix it there, or stop naming it"
+        ) from exc
+    try:
+        found = getattr(module, attribute or "KERNELS")
+    except AttributeError as exc:
+        raise ForeignKernelError(
+            f"{origin} {name!r}: {type(exc).__name__}: {exc}; name the attribute that holds its "
+            "ForeignKernels (MODULE:ATTR, KERNELS by default)"
+        ) from exc
     kernels = (
         [found]
         if isinstance(found, ForeignKernel)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from tilegate.foreign import sparse_mla as family
+from tilegate.foreign.case import load_module
 from tilegate.foreign.kv_formats import Stored, fp8_dtype, store
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.references.sparse_mla import fp8_rounded_probabilities, sparse_mla
@@ -45,7 +46,7 @@ def prepare(kernel: ForeignKernel, case: family.Case) -> Prepared:
 def run(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
     if kernel.launcher is None:
         raise ValueError(f"{kernel.name} declares no launcher: it has no GPU tiers")
-    out = kernel.launcher(kernel.provenance.load(), p.inputs, p.stored)
+    out = kernel.launcher(load_module(kernel), p.inputs, p.stored)
     torch.cuda.synchronize()
     return out
 

@@ -33,9 +33,9 @@ DSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
             problems=H128,
             configs=frozenset({"bi32-it1"}),
             reason="128 heads a rank (DP attention), inner_iter 1 (up to 9 tokens): Q in "
-            "shared (64 x 576 bf16) and the KV tile need 110592 B of LDS, over gfx942's "
-            "65536: the launch fails",
-            worst=params(lds_estimate=114688),
+            "shared (64 x 576 bf16) and the KV tile: lowered LDS up to 110592 B > gfx942's "
+            "65536 B: the launch fails",
+            worst=params(lds_bytes=110592),
         ),
         Finding(
             rules=NARROW_AND_THIN | {"spill"},

@@ -13,9 +13,13 @@ A ``Problem`` and a ``Config`` take their name, a label, first:
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from tilegate.foreign.provenance import Provenance
 
@@ -28,6 +32,46 @@ class ForeignKernelError(ValueError):
 
 def params(**kwargs: Any) -> Params:
     return tuple(sorted(kwargs.items()))
+
+
+# The GPU case families a kernel may declare (ForeignKernel.family): name -> the module that holds
+# its cases and the capability features they exercise (its FEATURE_OF). Only these have GPU cases.
+FAMILIES = {"sparse-mla": "tilegate.foreign.sparse_mla"}
+# What a finding's ``worst`` may bound (tilegate.foreign.verdicts): the ISA tier's figures (LDS:
+# the lowered figure, never the adapter's estimate) and the numerics tier's max-error ratio.
+WORST_METRICS = frozenset(
+    {
+        "vgpr_spill_count",
+        "private_segment_bytes",
+        "lds_bytes",
+        "narrow_lds_reads",
+        "waves_per_simd",
+        "max_ratio",
+    }
+)
+_NOT_THE_CALLER = {__file__, dataclasses.__file__, "<string>"}  # <string>: a dataclass's __init__
+
+
+def declaration_site() -> str:
+    """``file:line`` of the code that built the record being checked: the adapter's line."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename in _NOT_THE_CALLER:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def raised_at(exc: BaseException, caller: str = "") -> str:
+    """`` (raised at file:line)``: where ``exc`` was raised, outside the import machinery and the
+    ``caller`` file (the call itself, where the callee refused its arguments); empty where no such
+    line is known (a module not found)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (raised at {exc.filename}:{exc.lineno})"
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and f.filename != caller
+    ]
+    return f" (raised at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,13 +135,28 @@ class Finding:
     tilelang: str | None = None  # only under this TileLang version (None: every one)
     gpu: str | None = None  # only on this kind of GPU, "cuda" or "rocm" (None: every one)
     # The worst the finding admits, so that a kernel that gets worse in its own way is red too:
-    # (metric, value) pairs. ISA: vgpr_spill_count, private_segment_bytes, lds_bytes, lds_estimate,
-    # narrow_lds_reads (at most), waves_per_simd (at least); numerics: max_ratio (at most).
+    # (metric, value) pairs (WORST_METRICS). ISA: vgpr_spill_count, private_segment_bytes,
+    # lds_bytes (the lowered figure), narrow_lds_reads (at most), waves_per_simd (at least);
+    # numerics: max_ratio (at most).
     worst: Params = ()
     # A numerics finding about NaN: it stands only while the failing output is non-finite. A
     # lowering finding: only an error whose text holds this.
     nonfinite: bool = False
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted({metric for metric, _ in self.worst} - WORST_METRICS)
+        if unknown:
+            hint = (
+                ": a finding states its worst lowered figure (lds_bytes), never the adapter's "
+                "estimate"
+                if "lds_estimate" in unknown
+                else ""
+            )
+            raise ForeignKernelError(
+                f"{declaration_site()}: Finding {self.reason[:60]!r}: worst bounds {unknown}, "
+                f"which no tier measures; bound one of {sorted(WORST_METRICS)}{hint}"
+            )
 
     def _here(self) -> bool:
         from tilegate.tilelang_versions import RUNNING
@@ -140,7 +199,8 @@ class ForeignKernel:
     problems: tuple[Problem, ...]
     capabilities: Capabilities
     isa: IsaExpectations
-    # bytes; a config over the budget is not compiled
+    # bytes: a hint, checked against the lowered figure (within 10%); the lowered figure, never
+    # this, decides whether a config fits the LDS budget
     lds_estimate: Callable[[Problem, Config], int]
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
@@ -155,16 +215,19 @@ class ForeignKernel:
     kv_format: str = "bfloat16"
     gpu_shape: tuple[int, int, int, int] | None = None
     peer: Callable | None = None
+    # file:line of the adapter code that built this record: every declaration error names it
+    declared_at: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "declared_at", declaration_site())
         names = [p.name for p in self.problems]
         if len(set(names)) != len(names):
-            raise ForeignKernelError(f"{self.name}: problem names repeat: {names}")
+            self._refuse(f"problem names repeat: {names}")
         for p in self.problems:
             outside = {k for k, _ in p.shape} - set(self.capabilities.compile_time)
             if outside:
-                raise ForeignKernelError(
-                    f"{self.name}: problem {p.name} fixes {sorted(outside)}, which its "
+                self._refuse(
+                    f"problem {p.name} fixes {sorted(outside)}, which its "
                     f"capabilities do not declare compile-time ({self.capabilities.compile_time})"
                 )
             for axis, value, declared in (
@@ -173,20 +236,49 @@ class ForeignKernel:
                 ("mask", p.mask, self.capabilities.masks),
             ):
                 if value not in declared:
-                    raise ForeignKernelError(
-                        f"{self.name}: problem {p.name} has {axis} {value!r}, outside its "
+                    self._refuse(
+                        f"problem {p.name} has {axis} {value!r}, outside its "
                         f"capabilities {declared}"
                     )
         if (self.family is None) != (self.launcher is None) or (self.family is None) != (
             self.gpu_shape is None
         ):
-            raise ForeignKernelError(
-                f"{self.name}: a GPU family needs a launcher and a gpu_shape, and they a family"
+            self._refuse("a GPU family needs a launcher and a gpu_shape, and they a family")
+        if self.family is not None and self.family not in FAMILIES:
+            self._refuse(
+                f"family {self.family!r} has no GPU case set in the gate (families: "
+                f"{', '.join(FAMILIES)}); declare one of those, or leave family, launcher and "
+                "gpu_shape out for the CPU tiers only"
             )
         if self.family is not None and self.kv_format not in self.capabilities.dtypes:
-            raise ForeignKernelError(
-                f"{self.name}: its GPU cases store KV as {self.kv_format!r}, a dtype its "
+            self._refuse(
+                f"its GPU cases store KV as {self.kv_format!r}, a dtype its "
                 f"capabilities do not declare ({self.capabilities.dtypes})"
+            )
+        self._check_features()
+
+    def _refuse(self, why: str) -> NoReturn:
+        raise ForeignKernelError(f"{self.declared_at}: ForeignKernel {self.name!r}: {why}")
+
+    def _check_features(self) -> None:
+        """A feature is an input of the family's GPU cases: each declared must be one a case of
+        the family exercises."""
+        features = self.capabilities.features
+        if not features:
+            return
+        if self.family is None:
+            self._refuse(
+                f"capabilities.features {features} are inputs of GPU cases, and it declares no "
+                f"family; declare one ({', '.join(FAMILIES)}) or leave the features out"
+            )
+        # the family's module imports torch: only a kernel with features pays for it
+        exercised = set(importlib.import_module(FAMILIES[str(self.family)]).FEATURE_OF.values())
+        cannot = [f for f in features if f not in exercised]
+        if cannot:
+            self._refuse(
+                f"capabilities.features declares {cannot}, which no case of family "
+                f"{self.family!r} exercises (its features: {', '.join(sorted(exercised))}); "
+                "leave them out"
             )
 
     def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
