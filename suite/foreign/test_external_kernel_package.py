@@ -23,7 +23,12 @@ from tilegate.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "suite" / "external_kernel"
 
-pytestmark = pytest.mark.nested  # fresh venvs and wheel builds: minutes of CPU
+pytestmark = [
+    pytest.mark.nested,  # fresh venvs and wheel builds: minutes of CPU
+    # one worker: the module's venv is built once, and two pip builds of the gate in its source
+    # tree at once collide in its build/ folder
+    pytest.mark.xdist_group("external-kernel-package"),
+]
 
 
 @pytest.fixture(scope="module")
