@@ -289,20 +289,29 @@ class DecodeConfig:
 # gfx942: 16 query rows fill the 16x16x16 MFMA tile; V transposed in LDS and the next block
 # prefetched into registers, as in prefill. Two and four waves split a block's keys between them
 # (16 rows do not split), so their row reductions cross waves through LDS (9 and 13 barriers an
-# iteration, the ISA table); n16w1s32 has none. LDS
-# bounds occupancy, so each key tile is sized for at least 1 wave per SIMD at head_dim 128 and 2
-# at head_dim 64: n32w2 (K+V 16 KiB at d128: two workgroups per CU), n64w4 (one workgroup of 4
-# waves), n16w1 (four one-wave workgroups, more splits for long contexts and few requests).
+# iteration); n16w1s32 has none. LDS bounds occupancy, so each key tile is sized for at least 1
+# wave per SIMD at head_dim 128 and 2 at head_dim 64: n16w1 (four one-wave workgroups per CU at
+# d128; 32 splits for long contexts and few requests), n32w2 (K+V 16 KiB at d128: two workgroups
+# per CU), n64w4 (one workgroup of 4 waves).
 # The earlier n32w1s32 / n64w2s8 held 64 KiB / 2 waves per CU: 0.5 waves per SIMD at d128.
+#
+# Order (docs/isa.md, "Decode on gfx942"; tilegate/gfx942/decode_choice.py ORDER_RULE): every
+# config here meets the waves-per-SIMD floor, so fewest llvm-mca cycles per key comes first. Each
+# wave takes 16 keys an iteration in all three, and the one-wave loop is the cheapest at both
+# head_dims (fp16: 24.6 / 26 / 27.5 cycles a key at d64, 42.3 / 44.1 / 46.7 at d128) and has no
+# barriers (0 / 9 / 13). One wave at 32 or 64 keys a block costs 8-18% fewer cycles a key still,
+# but its K and V tiles leave 1.25 / 0.75 waves per SIMD at d64 and 0.5 / 0.25 at d128: below the
+# floors, so not here. No MI300X has timed these; n32w2s16 has 2.5 waves per SIMD at d64 (n16w1s32
+# 2), more loads in flight, which only a runtime figure could weigh against its barriers.
 _GFX942_DECODE = (
+    DecodeConfig(
+        "n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True, prefetch_kv=True
+    ),
     DecodeConfig(
         "n32w2s16", block_n=32, threads=128, num_splits=16, v_transposed=True, prefetch_kv=True
     ),
     DecodeConfig(
         "n64w4s8", block_n=64, threads=256, num_splits=8, v_transposed=True, prefetch_kv=True
-    ),
-    DecodeConfig(
-        "n16w1s32", block_n=16, threads=64, num_splits=32, v_transposed=True, prefetch_kv=True
     ),
 )
 # sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
