@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -69,21 +70,17 @@ class ForeignCase:
         )
 
     def lowering_input(self):
-        """(prim_func, pass_configs): the factory called as the module would for ``target``. A
-        @tilelang.jit factory's own function is called, not its get_tir: get_tir caches by argument,
-        so a build after one with other target globals would get that one's program."""
+        """(prim_func, pass_configs): the factory called as the module would for ``target``, through
+        unwrap_factory: a @tilelang.autotune factory is never tuned, the config is the adapter's."""
         module = load_module(self.kernel)
         factory = getattr(module, self.kernel.factory)
         args, kwargs = self.problem.args, dict(self.cfg.kwargs)
         with _module_globals(module, self.kernel.target_globals.get(self.target, {})):
             try:
-                if hasattr(factory, "get_tir"):
-                    traced = getattr(getattr(factory, "func", None), "orig_func", None)
-                    prim = traced(*args, **kwargs) if traced is not None else None
-                    prim = prim if hasattr(prim, "buffer_map") else factory.get_tir(*args, **kwargs)
-                    passes = dict(factory.pass_configs or {})
-                else:
-                    prim, passes = factory(*args, **kwargs), None
+                plain, get_tir, passes = unwrap_factory(factory)
+                prim = plain(*args, **kwargs)
+                if get_tir is not None and not hasattr(prim, "buffer_map"):
+                    prim = get_tir(*args, **kwargs)  # an eager-style jit kernel returns no program
             except Exception as exc:
                 raise ForeignKernelError(
                     f"{self.name}: {module.__name__}.{self.kernel.factory}(*{args!r}, "
@@ -105,6 +102,35 @@ class ForeignCase:
                 f"{self.name}: ISA expects {want} operands, the program takes {sorted(dtypes)} "
                 "(are the adapter's target globals applied?)"
             )
+
+
+def unwrap_factory(factory) -> tuple[Callable, Callable | None, dict | None]:
+    """(the plain function, its jit's get_tir or None, pass_configs): the one place the gate looks
+    inside TileLang's decorators, so that an adapter names the module attribute as written.
+
+    TileLang 0.1.12 and 0.1.15 wrap the same way (file:line 0.1.15 / 0.1.12):
+    - ``@tilelang.autotune(configs=...)`` returns ``AutoTuneImpl(jit_impl=...)``, the
+      ``@tilelang.jit`` object below it (tilelang/autotuner/tuner.py:1183 / 1233, its decorator
+      :1318 / :1349, which asserts it wraps a JITImpl). Calling it runs the autotuner, which needs a
+      GPU (``__call__``, :1267 / :1280). The gate takes ``jit_impl`` and never calls it: the
+      adapter's config stands for the tuner's choice, and ``configs`` is not read.
+    - ``@tilelang.jit`` returns ``JITImpl(func=JITFunc, pass_configs=...)``
+      (tilelang/jit/__init__.py:270 / :258, decorator :638 / :614); ``JITFunc.orig_func`` is the
+      decorated function (tilelang/language/eager/builder.py:1618 / :1363). It is called, not
+      ``get_tir``: that caches by argument (``p1_cache``, builder.py:1664 / :1409), so a build after
+      one with other target globals would get that one's program. ``get_tir`` is for an
+      eager-style kernel, whose function returns no prim_func. Its ``pass_configs`` apply.
+    - anything else is a plain function returning a prim_func, called as it is.
+    """
+    from tilelang.autotuner.tuner import AutoTuneImpl
+    from tilelang.jit import JITImpl
+
+    if isinstance(factory, AutoTuneImpl):
+        factory = factory.jit_impl
+    if isinstance(factory, JITImpl):
+        plain = getattr(factory.func, "orig_func", None) or factory.get_tir
+        return plain, factory.get_tir, dict(factory.pass_configs or {})
+    return factory, None, None
 
 
 def load_module(kernel: ForeignKernel) -> ModuleType:
