@@ -5,6 +5,7 @@ path."""
 
 import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,12 +15,13 @@ from tilegate.foreign import (
     Capabilities,
     Config,
     ForeignKernel,
+    ForeignKernelError,
     IsaExpectations,
     Problem,
     Provenance,
     params,
 )
-from tilegate.foreign.case import ForeignCase
+from tilegate.foreign.case import ForeignCase, load_module
 from tilegate.paths import REPO_ROOT
 from tilegate.testing import skips
 
@@ -36,12 +38,14 @@ def _config(block_m: int, block_n: int) -> Config:
     return Config(f"m{block_m}n{block_n}", kwargs=kwargs, threads=128)
 
 
-def usual_kernel(source: str, *configs: Config, **fields) -> ForeignKernel:
-    """An adapter for a module of suite/foreign/usual/, its ``factory`` named as written."""
+def usual_kernel(source: str, *configs: Config, module: str = "", **fields) -> ForeignKernel:
+    """An adapter for a module of suite/foreign/usual/ (imported as ``module``), its factory
+    named as written."""
+    module = module or f"tilegate_usual_{source}"
     return ForeignKernel(
         name=f"usual-{source}",
-        provenance=Provenance(f"tilegate_usual_{source}", path=str(USUAL / f"{source}.py")),
-        factory=fields.pop("factory", "scores"),
+        provenance=Provenance(module, path=str(USUAL / f"{source}.py")),
+        factory="scores",
         configs={"gfx942": configs},
         problems=(PROBLEM,),
         capabilities=CAPS,
@@ -99,3 +103,48 @@ def test_an_autotuned_jit_factory_lowers_untuned_under_tilelang_0_1_12():
     assert done.returncode == 0, done.stderr[-3000:]
     want = "0.1.12 49152 {'tl.disable_warp_specialized': True}"
     assert done.stdout.splitlines()[-1] == want, done.stdout
+
+
+GPU_MODULE = USUAL / "gpu_at_import.py"
+M64 = Config("m64", kwargs=params(block_m=64, threads=128), threads=128)
+MI300X = {
+    "torch.cuda.is_available": True,
+    "torch.cuda.get_device_name": "AMD Instinct MI300X",
+    "torch.cuda.get_device_properties": SimpleNamespace(gcnArchName="gfx942:sramecc+:xnack-"),
+}
+
+
+def test_a_module_that_asks_for_the_gpu_at_import_lowers_with_at_import_answers():
+    # Symptom: it needed a wrapper module: sys.exit() without a GPU, and target globals apply only
+    # after the import. Fix: ForeignKernel.at_import answers its questions during the import.
+    import torch
+
+    kernel = usual_kernel(
+        "gpu_at_import", M64, module="tilegate_usual_gpu_answered", at_import=MI300X
+    )
+    # the module picked gfx942's key block (64): (64 + 64) x 128 x 2 B of LDS
+    assert lowered_lds(kernel, M64) == (32768, None)
+    module = load_module(kernel)
+    assert (module.DEVICE, module.ARCH) == ("AMD Instinct MI300X", "gfx942")
+    assert not torch.cuda.is_available(), "the answers outlived the import"
+
+
+def test_a_module_that_still_exits_at_import_is_one_error_naming_the_line():
+    kernel = usual_kernel("gpu_at_import", M64, module="tilegate_usual_gpu_unanswered")
+    for _ in range(2):  # a second load is refused the same way, not handed a half-run module
+        with pytest.raises(ForeignKernelError) as info:
+            load_module(kernel)
+        assert (
+            f"usual-gpu_at_import: importing its kernel module tilegate_usual_gpu_unanswered "
+            f"({GPU_MODULE}) raised SystemExit: gpu_at_import: no GPU, nothing to run on (raised "
+            f"at {GPU_MODULE}:11); the adapter at {kernel.declared_at} names it: make it import "
+            "here (what it needs installed, or at_import for what it asks the GPU at import)"
+        ) in str(info.value)
+    misspelled = {**MI300X, "torch.cuda.get_device_nam": "AMD Instinct MI300X"}
+    kernel = usual_kernel(
+        "gpu_at_import", M64, module="tilegate_usual_gpu_typo", at_import=misspelled
+    )
+    with pytest.raises(
+        ForeignKernelError, match="at_import names 'torch.cuda.get_device_nam', which is not there"
+    ):
+        load_module(kernel)

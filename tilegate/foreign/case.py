@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,12 +51,14 @@ class ForeignCase:
     def cache_key(self) -> str:
         """What the lowered code is made from, and nothing else: the target; the kernel's module,
         its factory and the arguments the factory gets (the problem's ``args``, the config's
-        keywords); the target's globals; the sha256 of the kernel's sources as this process runs
-        them (Provenance.sha256); and this module, which calls the factory. The builder adds the
-        cache format, TileLang's version and the gate's own sources (builder.sources_digest). The
-        rest of the adapter (names, threads, the LDS estimate, capabilities, ISA expectations,
-        findings) judges the build: an edit there does not relower."""
+        keywords); the target's globals and the at_import answers; the sha256 of the kernel's
+        sources as this process runs them (Provenance.sha256); and this module, which calls the
+        factory. The builder adds the cache format, TileLang's version and the gate's own sources
+        (builder.sources_digest). The rest of the adapter (names, threads, the LDS estimate,
+        capabilities, ISA expectations, findings) judges the build: an edit there does not
+        relower."""
         chosen = repr(sorted(self.kernel.target_globals.get(self.target, {}).items()))
+        answered = repr(sorted(self.kernel.at_import.items()))
         return "\0".join(
             (
                 self.target,
@@ -64,6 +67,7 @@ class ForeignCase:
                 repr(self.problem.args),
                 repr(self.cfg.kwargs),
                 chosen,
+                answered,
                 self.kernel.provenance.sha256(),
                 _THIS_MODULE,
             )
@@ -134,21 +138,76 @@ def unwrap_factory(factory) -> tuple[Callable, Callable | None, dict | None]:
 
 
 def load_module(kernel: ForeignKernel) -> ModuleType:
-    """The kernel's module (its provenance); one that raises at import is an error naming the
-    adapter's declaration and the line that raised."""
+    """The kernel's module (its provenance), imported with the adapter's ``at_import`` answers; one
+    that raises (or exits) at import is an error naming the adapter's declaration and the line that
+    raised."""
     provenance = kernel.provenance
     try:
-        return provenance.load()
-    except Exception as exc:
+        with _answers_at_import(kernel):
+            return provenance.load()
+    except ForeignKernelError:  # an at_import name that is not there
+        raise
+    except (Exception, SystemExit) as exc:  # sys.exit() without a GPU: an error, not the run's end
         if provenance.path is not None:  # a half-run module left behind would load "fine" next
             sys.modules.pop(provenance.module, None)
         raise ForeignKernelError(
             f"{kernel.name}: importing its kernel module {provenance.module} ({provenance.label}) "
             f"raised {type(exc).__name__}: {exc}{raised_at(exc)}; the adapter at "
             f"{kernel.declared_at} names it: make it import here (what it needs installed, or "
-            "target_globals for what it reads at import), or name the module that defines "
+            "at_import for what it asks the GPU at import), or name the module that defines "
             f"{kernel.factory!r}"
         ) from exc
+
+
+@contextlib.contextmanager
+def _answers_at_import(kernel: ForeignKernel):
+    """ForeignKernel.at_import, in place while the kernel's module is first imported and removed
+    after: each dotted name's callable returns its value, whatever it is called with; a name that
+    is not callable is set to the value."""
+    if not kernel.at_import or kernel.provenance.module in sys.modules:
+        yield
+        return
+    saved = []
+    try:
+        for dotted, value in kernel.at_import.items():
+            owner, name = _owner(kernel, dotted)
+            before = getattr(owner, name)
+            saved.append((owner, name, before))
+            setattr(owner, name, _answering(value) if callable(before) else value)
+        yield
+    finally:
+        for owner, name, before in reversed(saved):
+            setattr(owner, name, before)
+
+
+def _answering(value):
+    def answer(*args, **kwargs):
+        return value
+
+    return answer
+
+
+def _owner(kernel: ForeignKernel, dotted: str):
+    """(the object holding ``dotted``'s last part, that part): the longest importable module of
+    ``dotted``, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for part in parts[cut:-1]:
+                owner = getattr(owner, part)
+        except AttributeError:
+            break
+        if hasattr(owner, parts[-1]):
+            return owner, parts[-1]
+        break
+    raise ForeignKernelError(
+        f"{kernel.name}: at_import names {dotted!r}, which is not there to answer; the adapter at "
+        f"{kernel.declared_at} names it: give the full name, as torch.cuda.get_device_name"
+    )
 
 
 @contextlib.contextmanager

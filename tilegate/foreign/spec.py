@@ -205,6 +205,10 @@ class ForeignKernel:
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the kernel's module is answered while it is imported, where it asks the GPU at import
+    # (a CPU has none; sys.exit() without one): {"torch.cuda.get_device_name": "AMD Instinct
+    # MI300X"}. A callable returns the value, any other name is set to it; undone after the import.
+    at_import: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module,
     # inputs, stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the
