@@ -93,7 +93,14 @@ class IsaExpectations:
     # the MFMA input dtype ("bfloat16", "float8_e4m3fnuz"); None: no matrix product
     mfma_input: str | None
     wide_global_loads: bool  # 128-bit global loads expected
-    min_waves_per_simd: float  # the speed proxy's floor: below it, nothing hides a load's latency
+    # The speed proxy's floor: below it, nothing hides a load's latency. One number for every
+    # build, or one per head_dim, as the gate's own kernels have ({64: 2.0, 128: 1.0},
+    # tilegate.gfx942.isa_checks.MIN_WAVES_PER_SIMD): a wider head holds more registers a wave.
+    min_waves_per_simd: float | dict[int, float]
+
+    def waves_floor(self, head_dim: int) -> float:
+        floor = self.min_waves_per_simd
+        return floor[head_dim] if isinstance(floor, dict) else floor
 
 
 @dataclass(frozen=True)
@@ -244,6 +251,13 @@ class ForeignKernel:
                         f"problem {p.name} has {axis} {value!r}, outside its "
                         f"capabilities {declared}"
                     )
+        floors = self.isa.min_waves_per_simd
+        if isinstance(floors, dict) and set(floors) != {p.head_dim for p in self.problems}:
+            self._refuse(
+                f"isa.min_waves_per_simd has floors for head_dims {sorted(floors)}, its problems "
+                f"build {sorted({p.head_dim for p in self.problems})}: one floor for each, or "
+                "one number for every build"
+            )
         if (self.family is None) != (self.launcher is None) or (self.family is None) != (
             self.gpu_shape is None
         ):
