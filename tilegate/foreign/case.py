@@ -228,8 +228,4 @@ def _module_globals(module, values: dict):
 
 
 def cases(kernel: ForeignKernel, target: str) -> list[ForeignCase]:
-    return [
-        ForeignCase.of(kernel, p, c, target)
-        for p in kernel.problems
-        for c in kernel.configs.get(target, ())
-    ]
+    return [ForeignCase.of(kernel, p, c, target) for p, c in kernel.builds(target)]

@@ -115,6 +115,10 @@ class Problem:
     args: tuple = ()
     # the compile-time sizes by name (heads, topk, ...): capabilities.compile_time
     shape: Params = ()
+    # the names of the kernel's configs (ForeignKernel.configs) built for this problem, where a
+    # tile config suits one problem only (the tile sizes a kernel picks by head count); None: every
+    # config of the target, crossed with every problem
+    configs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -251,6 +255,7 @@ class ForeignKernel:
                         f"problem {p.name} has {axis} {value!r}, outside its "
                         f"capabilities {declared}"
                     )
+        self._check_config_names()
         floors = self.isa.min_waves_per_simd
         if isinstance(floors, dict) and set(floors) != {p.head_dim for p in self.problems}:
             self._refuse(
@@ -278,6 +283,21 @@ class ForeignKernel:
     def _refuse(self, why: str) -> NoReturn:
         raise ForeignKernelError(f"{self.declared_at}: ForeignKernel {self.name!r}: {why}")
 
+    def _check_config_names(self) -> None:
+        """Each config a problem names is one of the kernel's, and each config is built by some
+        problem."""
+        declared = {c.name for configs in self.configs.values() for c in configs}
+        for p in self.problems:
+            unknown = sorted(set(p.configs or ()) - declared)
+            if unknown or p.configs == ():
+                self._refuse(
+                    f"problem {p.name} names configs {unknown or '()'}, and its configs are "
+                    f"{sorted(declared)}: name some of those, or leave configs out for every one"
+                )
+        built = {n for p in self.problems for n in (declared if p.configs is None else p.configs)}
+        if unbuilt := sorted(declared - built):
+            self._refuse(f"configs {unbuilt} are named by no problem: name them, or drop them")
+
     def _check_features(self) -> None:
         """A feature is an input of the family's GPU cases: each declared must be one a case of
         the family exercises."""
@@ -298,6 +318,16 @@ class ForeignKernel:
                 f"{self.family!r} exercises (its features: {', '.join(sorted(exercised))}); "
                 "leave them out"
             )
+
+    def builds(self, target: str) -> list[tuple[Problem, Config]]:
+        """(problem, config) per build for ``target``: every config with every problem, except
+        where a problem names its own."""
+        return [
+            (p, c)
+            for p in self.problems
+            for c in self.configs.get(target, ())
+            if p.configs is None or c.name in p.configs
+        ]
 
     def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
         return [f for f in self.findings if f.covers(problem.name, config.name)]
