@@ -19,7 +19,7 @@ from tilegate.foreign import (
     Provenance,
     params,
 )
-from tilegate.foreign.case import ForeignCase
+from tilegate.foreign.case import ForeignCase, cases
 from tilegate.foreign.discover import discover, load
 from tilegate.foreign.provenance import SourceChanged
 from tilegate.foreign.verdicts import (
@@ -69,6 +69,32 @@ def test_a_problem_outside_the_capabilities_is_refused_by_name():
         )
     with pytest.raises(ForeignKernelError, match="a GPU family needs a launcher"):
         dataclasses.replace(KERNEL, family="sparse-mla")
+
+
+def test_a_problem_may_name_the_configs_it_is_built_with():
+    # Symptom: every config was crossed with every problem, so a tile size picked for one head
+    # count was built (and judged) for every other. Fix: Problem.configs names its own.
+    small, large = (Config(f"b{b}", kwargs=params(block=b), threads=128) for b in (32, 64))
+    h16 = dataclasses.replace(PROBLEM, name="h16", args=(16,), configs=("b32",))
+    h128 = dataclasses.replace(PROBLEM, name="h128", args=(128,), configs=("b64",))
+    crossed = dataclasses.replace(KERNEL, configs={"gfx942": (small, large)}, problems=(h16, h128))
+    builds = [(p.name, c.name) for p, c in crossed.builds("gfx942")]
+    assert builds == [("h16", "b32"), ("h128", "b64")]
+    assert [c.name for c in cases(crossed, "gfx942")] == ["k-h16-b32", "k-h128-b64"]
+    every = dataclasses.replace(crossed, problems=(h16, PROBLEM))  # None: the cross product
+    assert [(p.name, c.name) for p, c in every.builds("gfx942")] == [
+        ("h16", "b32"),
+        ("h8", "b32"),
+        ("h8", "b64"),
+    ]
+    with pytest.raises(ForeignKernelError) as info:
+        dataclasses.replace(crossed, problems=(dataclasses.replace(h16, configs=("b16",)), h128))
+    assert str(info.value).endswith(
+        "ForeignKernel 'k': problem h16 names configs ['b16'], and its configs are ['b32', "
+        "'b64']: name some of those, or leave configs out for every one"
+    )
+    with pytest.raises(ForeignKernelError, match=r"configs \['b64'\] are named by no problem"):
+        dataclasses.replace(crossed, problems=(h16,))
 
 
 def test_the_records_take_keywords_so_an_adapter_says_what_each_value_is():

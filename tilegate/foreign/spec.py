@@ -93,7 +93,14 @@ class IsaExpectations:
     # the MFMA input dtype ("bfloat16", "float8_e4m3fnuz"); None: no matrix product
     mfma_input: str | None
     wide_global_loads: bool  # 128-bit global loads expected
-    min_waves_per_simd: float  # the speed proxy's floor: below it, nothing hides a load's latency
+    # The speed proxy's floor: below it, nothing hides a load's latency. One number for every
+    # build, or one per head_dim, as the gate's own kernels have ({64: 2.0, 128: 1.0},
+    # tilegate.gfx942.isa_checks.MIN_WAVES_PER_SIMD): a wider head holds more registers a wave.
+    min_waves_per_simd: float | dict[int, float]
+
+    def waves_floor(self, head_dim: int) -> float:
+        floor = self.min_waves_per_simd
+        return floor[head_dim] if isinstance(floor, dict) else floor
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,10 @@ class Problem:
     args: tuple = ()
     # the compile-time sizes by name (heads, topk, ...): capabilities.compile_time
     shape: Params = ()
+    # the names of the kernel's configs (ForeignKernel.configs) built for this problem, where a
+    # tile config suits one problem only (the tile sizes a kernel picks by head count); None: every
+    # config of the target, crossed with every problem
+    configs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,10 @@ class ForeignKernel:
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the kernel's module is answered while it is imported, where it asks the GPU at import
+    # (a CPU has none; sys.exit() without one): {"torch.cuda.get_device_name": "AMD Instinct
+    # MI300X"}. A callable returns the value, any other name is set to it; undone after the import.
+    at_import: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module,
     # inputs, stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the
@@ -240,6 +255,14 @@ class ForeignKernel:
                         f"problem {p.name} has {axis} {value!r}, outside its "
                         f"capabilities {declared}"
                     )
+        self._check_config_names()
+        floors = self.isa.min_waves_per_simd
+        if isinstance(floors, dict) and set(floors) != {p.head_dim for p in self.problems}:
+            self._refuse(
+                f"isa.min_waves_per_simd has floors for head_dims {sorted(floors)}, its problems "
+                f"build {sorted({p.head_dim for p in self.problems})}: one floor for each, or "
+                "one number for every build"
+            )
         if (self.family is None) != (self.launcher is None) or (self.family is None) != (
             self.gpu_shape is None
         ):
@@ -259,6 +282,21 @@ class ForeignKernel:
 
     def _refuse(self, why: str) -> NoReturn:
         raise ForeignKernelError(f"{self.declared_at}: ForeignKernel {self.name!r}: {why}")
+
+    def _check_config_names(self) -> None:
+        """Each config a problem names is one of the kernel's, and each config is built by some
+        problem."""
+        declared = {c.name for configs in self.configs.values() for c in configs}
+        for p in self.problems:
+            unknown = sorted(set(p.configs or ()) - declared)
+            if unknown or p.configs == ():
+                self._refuse(
+                    f"problem {p.name} names configs {unknown or '()'}, and its configs are "
+                    f"{sorted(declared)}: name some of those, or leave configs out for every one"
+                )
+        built = {n for p in self.problems for n in (declared if p.configs is None else p.configs)}
+        if unbuilt := sorted(declared - built):
+            self._refuse(f"configs {unbuilt} are named by no problem: name them, or drop them")
 
     def _check_features(self) -> None:
         """A feature is an input of the family's GPU cases: each declared must be one a case of
@@ -280,6 +318,16 @@ class ForeignKernel:
                 f"{self.family!r} exercises (its features: {', '.join(sorted(exercised))}); "
                 "leave them out"
             )
+
+    def builds(self, target: str) -> list[tuple[Problem, Config]]:
+        """(problem, config) per build for ``target``: every config with every problem, except
+        where a problem names its own."""
+        return [
+            (p, c)
+            for p in self.problems
+            for c in self.configs.get(target, ())
+            if p.configs is None or c.name in p.configs
+        ]
 
     def findings_for(self, problem: Problem, config: Config) -> list[Finding]:
         return [f for f in self.findings if f.covers(problem.name, config.name)]

@@ -218,7 +218,11 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
     )
     broken += [
         *check_lds_read_width(report),
-        *check_min_waves(report, isa.min_waves_per_simd, kernel.name),
+        *check_min_waves(
+            report,
+            isa.waves_floor(case.problem.head_dim),
+            f"{case.name} (head_dim {case.problem.head_dim})",
+        ),
     ]
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
 
