@@ -88,6 +88,7 @@ print(tilelang.__version__, *lowered_lds(usual_kernel("autotuned", cfg), cfg))
 """
 
 
+@pytest.mark.nested  # a run in TileLang 0.1.12's venv, as the compat tier's
 @pytest.mark.slow
 def test_an_autotuned_jit_factory_lowers_untuned_under_tilelang_0_1_12():
     if reason := tv.missing_reason("0.1.12"):
