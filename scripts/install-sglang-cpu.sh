@@ -18,6 +18,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${TILEGATE_SGLANG_VENV:-.venv-sglang}
 base=${PYTHON:-python3}
+# A venv this script finished for this checkout and these install files has a stamp naming them:
+# then nothing is imported or installed again (tox -e cpu runs this script after setup.sh did).
+stamp="$venv/.tilegate-ready"
+# (rm the stamp to force a full check)
+sources=$(cat "$0" pyproject.toml testing/pyproject.toml scripts/sgl_kernel_stub/pyproject.toml \
+    scripts/sgl_kernel_stub/sgl_kernel/*.py | sha256sum | cut -d' ' -f1)
+want="$sources $(pwd -P)"
+if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    echo "SGLang 0.5.23 ready in $venv (stamp $stamp)"
+    exit 0
+fi
+rm -f "$stamp"
 [ -x "$venv/bin/python" ] || "$base" -m venv "$venv"
 py="$venv/bin/python"
 # pip -q, less two kinds of expected noise: the local mirror's "Location ... is ignored" notes and
@@ -63,3 +75,4 @@ names = [ep.value for ep in entry_points(group="sglang.srt.plugins")]
 assert {"tilegate.serving.sglang_plugin:register", "tilegate.harness.sglang.registration:register"} <= set(names), names
 print(f"SGLang {sglang.__version__} (torch {torch.__version__}) ready; sglang.srt.plugins: {names}")
 PY
+echo "$want" > "$stamp"
