@@ -22,7 +22,7 @@ base=${PYTHON:-python3}
 # then nothing is imported or installed again (tox -e cpu runs this script after setup.sh did).
 stamp="$venv/.tilegate-ready"
 # (rm the stamp to force a full check)
-sources=$(cat "$0" pyproject.toml testing/pyproject.toml scripts/sgl_kernel_stub/pyproject.toml \
+sources=$(cat scripts/install-sglang-cpu.sh pyproject.toml testing/pyproject.toml scripts/sgl_kernel_stub/pyproject.toml \
     scripts/sgl_kernel_stub/sgl_kernel/*.py | sha256sum | cut -d' ' -f1)
 want="$sources $(pwd -P)"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then

@@ -294,21 +294,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _gpu_passed.append(report.nodeid)
 
 
+def _require_gpu_failure(session: pytest.Session) -> str:
+    """Why --require-gpu fails this run, or "". A collection runs nothing: what it can hold to is a
+    selection with GPU tests in it (CI collects the MI300X envs' commands so,
+    scripts/check-rocm-envs.sh)."""
+    if session.config.option.collectonly:
+        return "" if _gpu_selected else "this selection holds no GPU test"
+    return "" if _gpu_passed else f"no GPU test passed on {detect().describe()}"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(session.config, "workerinput", None) is not None:
         return  # an xdist worker: the controller decides
     sglang_engine_run().stop_if_running()  # all workers are done with it
-    if session.config.getoption("--require-gpu"):
-        # a collection runs nothing: what it can hold to is a selection with GPU tests in it (CI
-        # collects the MI300X envs' commands so, scripts/check-rocm-envs.sh)
-        failure = (
-            ("this selection holds no GPU test" if not _gpu_selected else "")
-            if session.config.option.collectonly
-            else ("" if _gpu_passed else f"no GPU test passed on {detect().describe()}")
-        )
-        if failure:
-            session.config.stash[REQUIRE_GPU_FAILURE] = failure
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.config.getoption("--require-gpu") and (failure := _require_gpu_failure(session)):
+        session.config.stash[REQUIRE_GPU_FAILURE] = failure
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     session.config.stash[RUN_PASSED] = session.exitstatus == pytest.ExitCode.OK
 
 
