@@ -46,6 +46,9 @@ WORST_METRICS = frozenset(
         "lds_bytes",
         "narrow_lds_reads",
         "waves_per_simd",
+        "load_overlap",
+        "loads_not_overlapped",
+        "barriers_per_iteration",
         "max_ratio",
     }
 )
@@ -97,6 +100,19 @@ class IsaExpectations:
     # build, or one per head_dim, as the gate's own kernels have ({64: 2.0, 128: 1.0},
     # tilegate.gfx942.isa_checks.MIN_WAVES_PER_SIMD): a wider head holds more registers a wave.
     min_waves_per_simd: float | dict[int, float]
+    # The inner loop's latency proxies, measured as the gate's own kernels' (gfx942/latency.py);
+    # None: not judged. The share of its global loads an MFMA issues between the load and its
+    # wait (1.0: every load, the gate's own kernels' rule), and its s_barriers per iteration.
+    min_load_overlap: float | None = None
+    max_barriers_per_iteration: int | None = None
+
+    def __post_init__(self) -> None:
+        floor = self.min_load_overlap
+        if floor is not None and not 0.0 <= floor <= 1.0:
+            raise ForeignKernelError(
+                f"{declaration_site()}: IsaExpectations: min_load_overlap {floor} is a share of "
+                "the inner loop's loads: give one in [0, 1] (1.0: every load overlapped)"
+            )
 
     def waves_floor(self, head_dim: int) -> float:
         floor = self.min_waves_per_simd
@@ -147,7 +163,8 @@ class Finding:
     gpu: str | None = None  # only on this kind of GPU, "cuda" or "rocm" (None: every one)
     # The worst the finding admits, so that a kernel that gets worse in its own way is red too:
     # (metric, value) pairs (WORST_METRICS). ISA: vgpr_spill_count, private_segment_bytes,
-    # lds_bytes (the lowered figure), narrow_lds_reads (at most), waves_per_simd (at least);
+    # lds_bytes (the lowered figure), narrow_lds_reads, loads_not_overlapped,
+    # barriers_per_iteration (at most), waves_per_simd, load_overlap (at least);
     # numerics: max_ratio (at most).
     worst: Params = ()
     # A numerics finding about NaN: it stands only while the failing output is non-finite. A

@@ -44,7 +44,13 @@ from tilegate.foreign.verdicts import (
     over_budget,
 )
 from tilegate.gfx942.isa import LDS_PER_CU
-from tilegate.gfx942.isa_checks import check_all, check_lds_read_width, check_min_waves
+from tilegate.gfx942.isa_checks import (
+    check_all,
+    check_lds_read_width,
+    check_max_barriers,
+    check_min_load_overlap,
+    check_min_waves,
+)
 from tilegate.testing.skips import missing, nothing_to_run
 
 TARGET = "gfx942"
@@ -223,8 +229,25 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
             isa.waves_floor(case.problem.head_dim),
             f"{case.name} (head_dim {case.problem.head_dim})",
         ),
+        *check_latency_proxies(report, isa, case.name),
     ]
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
+
+
+def check_latency_proxies(report, isa, what: str) -> list:
+    """The adapter's latency expectations, those it declares (None: not judged)."""
+    return [
+        *(
+            check_min_load_overlap(report, isa.min_load_overlap, what)
+            if isa.min_load_overlap is not None
+            else []
+        ),
+        *(
+            check_max_barriers(report, isa.max_barriers_per_iteration, what)
+            if isa.max_barriers_per_iteration is not None
+            else []
+        ),
+    ]
 
 
 @pytest.mark.gpu

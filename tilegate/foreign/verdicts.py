@@ -12,9 +12,15 @@ from __future__ import annotations
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.spec import Finding, ForeignKernel
 from tilegate.gfx942.isa import LDS_PER_CU, IsaReading
-from tilegate.gfx942.isa_checks import NARROW_LDS_READS, Violation, describe, rules_broken
+from tilegate.gfx942.isa_checks import (
+    NARROW_LDS_READS,
+    Violation,
+    describe,
+    load_overlap,
+    rules_broken,
+)
 
-AT_LEAST = {"waves_per_simd"}  # lower is worse; every other metric: higher is worse
+AT_LEAST = {"waves_per_simd", "load_overlap"}  # lower is worse; every other metric: higher is worse
 # the adapter's LDS estimate may be this far from the lowered figure
 ESTIMATE_SLACK = 0.10
 
@@ -68,6 +74,9 @@ def isa_metrics(case: ForeignCase, lowered_lds: int, report: IsaReading | None) 
             "narrow_lds_reads": sum(
                 n for p in NARROW_LDS_READS for n in report.histogram(p).values()
             ),
+            "load_overlap": load_overlap(report),
+            "loads_not_overlapped": report.latency.loads_not_overlapped,
+            "barriers_per_iteration": report.latency.barriers,
         }
     return found
 

@@ -230,6 +230,52 @@ def check_load_overlap(r: IsaReading) -> list[Violation]:
     return []
 
 
+# Latency expectations at the gate's own standard, for an adapter to declare: every load of the
+# inner loop overlapped (check_load_overlap), and no more barriers an iteration than the most of
+# any gfx942 kernel the gate ships (paged decode n64w4s8, whose row reductions cross 4 waves;
+# docs/isa.md; suite/library/test_latency_expectations.py holds it to the golden snapshots).
+OWN_MIN_LOAD_OVERLAP = 1.0
+OWN_MAX_BARRIERS = 13
+
+
+def load_overlap(r: IsaReading) -> float:
+    """The share of the inner loop's global loads with an MFMA issued before their wait (1.0
+    where the loop has none, or there is no loop)."""
+    p = r.latency
+    return 1.0 if not p.loads else round(1 - p.loads_not_overlapped / p.loads, 3)
+
+
+def check_min_load_overlap(r: IsaReading, floor: float, what: str) -> list[Violation]:
+    """A foreign kernel's floor on load overlap (its adapter's; the gate's own kernels are held to
+    every load, check_load_overlap). ``what`` names whose floor it is."""
+    share, p = load_overlap(r), r.latency
+    if share < floor:
+        return [
+            Violation(
+                "load-overlap",
+                f"{share} at {what}, want >= {floor}: {p.loads_not_overlapped} of the inner "
+                f"loop's {p.loads} loads (global and scratch) are waited for (s_waitcnt vmcnt) "
+                "before any MFMA issues after them",
+            )
+        ]
+    return []
+
+
+def check_max_barriers(r: IsaReading, ceiling: int, what: str) -> list[Violation]:
+    """A ceiling on the inner loop's s_barriers per iteration: each stalls every wave of the
+    workgroup until the slowest arrives."""
+    barriers = r.latency.barriers
+    if barriers > ceiling:
+        return [
+            Violation(
+                "barriers",
+                f"{barriers} s_barrier per iteration of the inner loop at {what}, want <= "
+                f"{ceiling}",
+            )
+        ]
+    return []
+
+
 def check_speed_proxies(r: IsaReading, head_dim: int) -> list[Violation]:
     return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim), *check_load_overlap(r)]
 
