@@ -14,6 +14,7 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.sglang_findings import DSA_FINDINGS
+from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, OWN_MIN_LOAD_OVERLAP
 
 SOURCE = Provenance(
     "sglang.kernels.ops.attention.dsa.tilelang_kernel", package="sglang", version="0.5.23"
@@ -117,7 +118,13 @@ def _partial(
         configs={"gfx942": tuple(_split(block_i, threads, i) for i in its)},
         problems=_problems(dtype),
         capabilities=caps,
-        isa=IsaExpectations(mfma_input=mfma, wide_global_loads=True, min_waves_per_simd=1.0),
+        isa=IsaExpectations(
+            mfma_input=mfma,
+            wide_global_loads=True,
+            min_waves_per_simd=1.0,
+            min_load_overlap=OWN_MIN_LOAD_OVERLAP,
+            max_barriers_per_iteration=OWN_MAX_BARRIERS,
+        ),
         lds_estimate=partial_lds,
         target_globals=HIP,
         findings=DSA_FINDINGS.get(name, ()),

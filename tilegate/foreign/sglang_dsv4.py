@@ -15,6 +15,7 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.sglang_findings import DSV4_FINDINGS
+from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, OWN_MIN_LOAD_OVERLAP
 
 SOURCE = Provenance(
     "sglang.kernels.ops.attention.dsv4.tilelang_fp8_attention",
@@ -132,7 +133,13 @@ KERNELS = [
         configs={"gfx942": PARTIAL_CONFIGS},
         problems=PROBLEMS,
         capabilities=CAPS,
-        isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
+        isa=IsaExpectations(
+            mfma_input="bfloat16",
+            wide_global_loads=True,
+            min_waves_per_simd=1.0,
+            min_load_overlap=OWN_MIN_LOAD_OVERLAP,
+            max_barriers_per_iteration=OWN_MAX_BARRIERS,
+        ),
         lds_estimate=partial_lds,
         findings=DSV4_FINDINGS.get("sglang-dsv4-fp8-partial", ()),
         family="sparse-mla",

@@ -17,6 +17,9 @@ NAN_LEAK = (
 )
 H16, H128 = frozenset({"h16-d576-top2048-bf16"}), frozenset({"h128-d576-top2048-bf16"})
 NARROW_AND_THIN = frozenset({"lds-read-width", "waves-per-simd"})
+# the latency proxies (IsaExpectations.min_load_overlap, max_barriers_per_iteration)
+UNHIDDEN = frozenset({"load-overlap"})
+UNHIDDEN_AND_BARRED = frozenset({"load-overlap", "barriers"})
 
 DSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
     "sglang-dsa-partial": (
@@ -61,6 +64,24 @@ DSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
             "initcheck report nothing",
             worst=params(max_ratio=100),
         ),
+        Finding(
+            rules=UNHIDDEN,
+            problems=H16,
+            configs=frozenset({"bi32-it64"}),
+            reason="16 heads, inner_iter 64 (8192 tokens): each KV row's loads (and its index) "
+            "are waited for before the block's MFMAs, 37 of 37 an iteration: nothing is in "
+            "flight while they run",
+            worst=params(loads_not_overlapped=37),
+        ),
+        Finding(
+            rules=UNHIDDEN_AND_BARRED,
+            problems=H128,
+            configs=frozenset({"bi32-it2", "bi32-it64"}),
+            reason="128 heads, inner_iter > 1: 262-267 of 276-280 loads an iteration (239-243 of "
+            "them the spills' scratch reloads) are waited for before an MFMA issues, and 22-28 "
+            "s_barriers an iteration (the gate's most: 13)",
+            worst=params(loads_not_overlapped=267, load_overlap=0.043, barriers_per_iteration=28),
+        ),
     ),
     "sglang-dsa-partial-fp8": (
         Finding(
@@ -69,6 +90,13 @@ DSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
             worst=params(narrow_lds_reads=128),
         ),
         Finding(rules=frozenset({"numerics"}), reason=NAN_LEAK, cases=NAN_CASES, nonfinite=True),
+        Finding(
+            rules=UNHIDDEN,
+            configs=frozenset({"bi64-it32"}),
+            reason="inner_iter 32: the fp8 KV tile's loads and their indices are waited for "
+            "before the block's MFMAs, 10 of 10 an iteration",
+            worst=params(loads_not_overlapped=10),
+        ),
     ),
     "sglang-dsa-combine": (
         Finding(
@@ -108,6 +136,14 @@ DSV4_FINDINGS: dict[str, tuple[Finding, ...]] = {
             "dependency in the same stage of the software pipeline cannot be reordered' "
             "(tilelang_fp8_attention.py:580); gfx942 lowers under both, so its GPU "
             "numerics need the MI300X runner",
+        ),
+        Finding(
+            rules=UNHIDDEN_AND_BARRED,
+            configs=frozenset({"bi32-it16"}),
+            reason="inner_iter 16: 363-414 of 423-475 loads an iteration (384-436 of them the "
+            "spills' scratch reloads) are waited for before an MFMA issues, and 35-37 "
+            "s_barriers an iteration (the gate's most: 13)",
+            worst=params(loads_not_overlapped=414, load_overlap=0.128, barriers_per_iteration=37),
         ),
     ),
 }
