@@ -147,3 +147,42 @@ DSV4_FINDINGS: dict[str, tuple[Finding, ...]] = {
         ),
     ),
 }
+# The QSA indexer's head sum crosses the workgroup's waves (T.GemmWarpPolicy.FullCol splits the
+# heads among them), through an LDS workspace between two barriers per step.
+QSA_BARRIERS = "19-22 s_barriers a key tile (the gate's most: 13)"
+QSA_FINDINGS: dict[str, tuple[Finding, ...]] = {
+    "sglang-qsa-prefill": (
+        Finding(
+            rules=UNHIDDEN_AND_BARRED,
+            reason="the K tile's loads are waited for before its MFMAs, 2 of 2 an iteration: "
+            "T.Pipelined(num_stages=3) prefetches nothing on gfx942; the head sum crosses the 8 "
+            f"waves through LDS: {QSA_BARRIERS}",
+            worst=params(loads_not_overlapped=2, barriers_per_iteration=22),
+        ),
+    ),
+    "sglang-qsa-prefill-relative": (
+        Finding(
+            rules=UNHIDDEN_AND_BARRED,
+            reason="as the packed prefill, and Starts[row] is read again before each of a "
+            "thread's 4 logit stores: 6 of 6 loads an iteration waited for before an MFMA; "
+            f"{QSA_BARRIERS}",
+            worst=params(loads_not_overlapped=6, barriers_per_iteration=22),
+        ),
+    ),
+    "sglang-qsa-decode": (
+        Finding(
+            rules=frozenset({"waves-per-simd", "load-overlap"}),
+            reason="one 128-thread workgroup a CU: Q and a 64-row K tile (32768 B) and the head "
+            "sum's 1024 B workspace are 33792 B of LDS, over half of 65536: 0.5 waves/SIMD; each "
+            "K sub-page's loads are waited for before it is written to LDS, 8 of 8 a group",
+            worst=params(waves_per_simd=0.5, loads_not_overlapped=8),
+        ),
+        Finding(
+            rules=frozenset({"barriers"}),
+            tilelang="0.1.15",
+            reason="under TileLang 0.1.15, a barrier more before each of 3 reuses of the head "
+            "sum's workspace: 14 s_barriers a group (0.1.12: 11; the gate's most: 13)",
+            worst=params(barriers_per_iteration=14),
+        ),
+    ),
+}
