@@ -2,7 +2,11 @@
 latency proxies (tilegate/gfx942/latency.py), on hand-written listings: each proxy moves when the
 thing it counts does."""
 
+import json
+
+from tilegate.gfx942.golden import BARRIERS_FIELD, GOLDEN_ROOT, REFERENCE_TOOLCHAIN
 from tilegate.gfx942.inner_loop import inner_loop
+from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS
 from tilegate.gfx942.latency import latency_proxies, unoverlapped_loads
 
 MFMA = "v_mfma_f32_16x16x16_f16 a[0:3], v[4:5], v[4:5], a[0:3]"
@@ -124,3 +128,15 @@ def test_barriers_and_reduction_round_trips_are_counted_per_iteration():
     proxies = latency_proxies(body)
     assert (proxies.barriers, proxies.reduction_lds_round_trips) == (2, 2)
     assert latency_proxies(None).barriers == 0  # a kernel without a loop
+
+
+def test_the_gates_barrier_ceiling_is_the_most_its_own_shipped_kernels_have():
+    # OWN_MAX_BARRIERS, which foreign kernels are held to, is read off the gate's own gfx942
+    # snapshots (the fp16-accumulating twins are planted defects, not shipped)
+    snapshots = [
+        json.loads(path.read_text())
+        for path in (GOLDEN_ROOT / REFERENCE_TOOLCHAIN).glob("tilelang-*/*.json")
+        if not path.stem.endswith("-acc16")
+    ]
+    assert snapshots, f"no golden snapshots under {GOLDEN_ROOT / REFERENCE_TOOLCHAIN}"
+    assert max(s[BARRIERS_FIELD] for s in snapshots) == OWN_MAX_BARRIERS

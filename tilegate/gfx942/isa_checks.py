@@ -233,7 +233,7 @@ def check_load_overlap(r: IsaReading) -> list[Violation]:
 # Latency expectations at the gate's own standard, for an adapter to declare: every load of the
 # inner loop overlapped (check_load_overlap), and no more barriers an iteration than the most of
 # any gfx942 kernel the gate ships (paged decode n64w4s8, whose row reductions cross 4 waves;
-# docs/isa.md; suite/library/test_latency_expectations.py holds it to the golden snapshots).
+# docs/isa.md; suite/library/test_latency.py holds it to the golden snapshots).
 OWN_MIN_LOAD_OVERLAP = 1.0
 OWN_MAX_BARRIERS = 13
 

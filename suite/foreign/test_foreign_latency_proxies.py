@@ -1,0 +1,138 @@
+"""Latency proxies as a foreign kernel's ISA expectations (issue 37, item 4): a floor on load
+overlap and a ceiling on barriers per iteration, measured as the gate's own kernels' are
+(tilegate/gfx942/latency.py), judged by the ISA tier, and known as findings with worst figures.
+The key-loop kernel of suite/foreign/latency/key_loop.py (loaded by path), built for gfx942 on the
+CPU: with K loaded in the loop (waited for before its MFMAs) and hoisted out of it."""
+
+import pytest
+
+from tilegate.foreign import (
+    Capabilities,
+    Config,
+    Finding,
+    ForeignKernel,
+    ForeignKernelError,
+    IsaExpectations,
+    Problem,
+    Provenance,
+    params,
+)
+from tilegate.foreign.case import ForeignCase
+from tilegate.foreign.tiers import _build_param
+from tilegate.foreign.tiers import test_foreign_isa as isa_tier
+from tilegate.foreign.verdicts import KnownFinding
+from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, OWN_MIN_LOAD_OVERLAP
+from tilegate.paths import REPO_ROOT
+
+pytestmark = pytest.mark.isa
+
+SOURCE = REPO_ROOT / "suite" / "foreign" / "latency" / "key_loop.py"
+PROBLEM = Problem("d128", dtype="bfloat16", head_dim=128, mask="full", args=(128,))
+
+
+def _config(name: str, k_in_loop: bool) -> Config:
+    return Config(name, kwargs=params(block_n=64, threads=128, k_in_loop=k_in_loop), threads=128)
+
+
+IN_LOOP, HOISTED = _config("k-in-loop", True), _config("k-hoisted", False)
+
+
+def _case(
+    cfg: Config,
+    *findings: Finding,
+    overlap: float = OWN_MIN_LOAD_OVERLAP,
+    barriers: int = OWN_MAX_BARRIERS,
+) -> ForeignCase:
+    kernel = ForeignKernel(
+        name="loop-scores",
+        provenance=Provenance("tilegate_test_loop_scores", path=str(SOURCE)),
+        factory="scores",
+        configs={"gfx942": (IN_LOOP, HOISTED)},
+        problems=(PROBLEM,),
+        capabilities=Capabilities(
+            dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=()
+        ),
+        isa=IsaExpectations(
+            mfma_input="bfloat16",
+            wide_global_loads=True,
+            min_waves_per_simd=1.0,
+            min_load_overlap=overlap,
+            max_barriers_per_iteration=barriers,
+        ),
+        lds_estimate=lambda p, c: (64 + 64) * 128 * 2,
+        findings=findings,
+    )
+    return ForeignCase.of(kernel, PROBLEM, cfg, "gfx942")
+
+
+@pytest.fixture
+def in_loop(builder):
+    """The in-loop build's proxies: each load of its loop waited for, and barriers around the LDS
+    tile (the shape the tests plant misses against)."""
+    proxies = builder.isa_reading(_case(IN_LOOP)).latency
+    assert proxies.loads and proxies.loads_not_overlapped == proxies.loads and proxies.barriers
+    return proxies
+
+
+def test_a_kernel_that_misses_a_latency_expectation_fails_naming_figure_and_expectation(
+    builder, artifacts_dir, in_loop
+):
+    # Symptom: load overlap, the README's headline latency proxy, was shown for foreign kernels
+    # and never judged. Fix: IsaExpectations' floor and ceiling, judged by the ISA tier.
+    n, name = in_loop.loads, "loop-scores-d128-k-in-loop"
+    with pytest.raises(AssertionError) as info:
+        isa_tier(builder, artifacts_dir, _case(IN_LOOP))
+    assert not isinstance(info.value, KnownFinding)
+    assert (
+        f"load-overlap: 0.0 at {name}, want >= 1.0: {n} of the inner loop's {n} loads (global "
+        "and scratch) are waited for (s_waitcnt vmcnt) before any MFMA issues after them"
+    ) in str(info.value)
+    ceiling = in_loop.barriers - 1
+    with pytest.raises(AssertionError) as info:
+        isa_tier(builder, artifacts_dir, _case(IN_LOOP, overlap=0.0, barriers=ceiling))
+    assert not isinstance(info.value, KnownFinding)
+    message = str(info.value)
+    assert (
+        f"barriers: {in_loop.barriers} s_barrier per iteration of the inner loop at {name}, "
+        f"want <= {ceiling}"
+    ) in message
+    assert "load-overlap" not in message, "a floor of 0 is met by any loop"
+    # met: the same build at its own figures, and the hoisted one at the gate's standard
+    isa_tier(builder, artifacts_dir, _case(IN_LOOP, overlap=0.0, barriers=in_loop.barriers))
+    isa_tier(builder, artifacts_dir, _case(HOISTED))
+
+
+def _finding(not_overlapped: int, barriers: int) -> Finding:
+    return Finding(
+        rules=frozenset({"load-overlap", "barriers"}),
+        reason="K is waited for before its MFMAs",
+        worst=params(loads_not_overlapped=not_overlapped, barriers_per_iteration=barriers),
+    )
+
+
+def test_a_latency_finding_stands_within_its_worst_and_turns_red_when_fixed(
+    builder, artifacts_dir, in_loop
+):
+    n, barriers = in_loop.loads_not_overlapped, in_loop.barriers
+    known = _finding(n, barriers)
+    with pytest.raises(KnownFinding, match="load-overlap: 0.0 at"):
+        isa_tier(builder, artifacts_dir, _case(IN_LOOP, known, barriers=barriers - 1))
+    worse = f"worse than its known finding: loads_not_overlapped = {n}, the finding admits {n - 1}"
+    with pytest.raises(AssertionError, match=worse) as info:
+        isa_tier(builder, artifacts_dir, _case(IN_LOOP, _finding(n - 1, barriers), barriers=0))
+    assert not isinstance(info.value, KnownFinding)
+    # fixed (K hoisted: no load, no barrier in the loop): the tier passes, and the strict xfail
+    # the finding puts on the test, which only KnownFinding satisfies, makes that pass red
+    fixed = _case(HOISTED, known, barriers=barriers - 1)
+    isa_tier(builder, artifacts_dir, fixed)
+    (mark,) = _build_param(fixed, compiling=False).marks[1:]
+    assert mark.name == "xfail" and mark.kwargs["strict"] and mark.kwargs["raises"] is KnownFinding
+
+
+def test_a_load_overlap_floor_is_a_share():
+    for floor in (-0.5, 1.5):
+        with pytest.raises(
+            ForeignKernelError, match=r"test_foreign_latency_proxies.py:\d+: Isa"
+        ) as e:
+            _case(IN_LOOP, overlap=floor)
+        assert f"min_load_overlap {floor} is a share of the inner loop's loads" in str(e.value)
