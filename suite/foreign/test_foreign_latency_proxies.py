@@ -129,10 +129,13 @@ def test_a_latency_finding_stands_within_its_worst_and_turns_red_when_fixed(
     assert mark.name == "xfail" and mark.kwargs["strict"] and mark.kwargs["raises"] is KnownFinding
 
 
-def test_a_load_overlap_floor_is_a_share():
+def test_a_latency_expectation_out_of_range_is_refused_naming_the_adapters_line():
+    where = r"test_foreign_latency_proxies.py:\d+: IsaExpectations: "
     for floor in (-0.5, 1.5):
-        with pytest.raises(
-            ForeignKernelError, match=r"test_foreign_latency_proxies.py:\d+: Isa"
-        ) as e:
+        with pytest.raises(ForeignKernelError, match=where) as info:
             _case(IN_LOOP, overlap=floor)
-        assert f"min_load_overlap {floor} is a share of the inner loop's loads" in str(e.value)
+        assert f"min_load_overlap {floor} is a share of the inner loop's loads" in str(info.value)
+    for ceiling in (-1, 2.5):
+        with pytest.raises(ForeignKernelError, match=where) as info:
+            _case(IN_LOOP, barriers=ceiling)  # type: ignore[arg-type]
+        assert f"max_barriers_per_iteration {ceiling} is a count" in str(info.value)

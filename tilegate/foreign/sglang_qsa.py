@@ -38,26 +38,35 @@ def _problem(mask: str, *page: int) -> Problem:
     )
 
 
-def _prefill(*splits: int) -> tuple[Config, ...]:
+def _prefill(splits: tuple[int | None, ...]) -> tuple[Config, ...]:
     """mqa.py:143-146's block_n 64, 3 stages, 512 threads; key_splits by grid (mqa.py:443-452:
-    1 for a long prefill, up to 64 for a few rows)."""
-    split = {s: {"key_splits": s} for s in splits} or {0: {}}
+    1 for a long prefill, up to 64 for a few rows; None: the packed kernel, which has none)."""
     return tuple(
         Config(
-            f"q{BLOCK_Q}n64s3" + (f"-split{s}" if s else ""),
-            kwargs=params(block_q=BLOCK_Q, block_n=64, num_stages=3, threads=512, dtype=BF16, **kw),
+            f"q{BLOCK_Q}n64s3" + ("" if s is None else f"-split{s}"),
+            kwargs=params(
+                block_q=BLOCK_Q,
+                block_n=64,
+                num_stages=3,
+                threads=512,
+                dtype=BF16,
+                **({} if s is None else {"key_splits": s}),
+            ),
             threads=512,
         )
-        for s, kw in split.items()
+        for s in splits
     )
 
 
-def lds(p: Problem, c: Config) -> int:
-    """Q (block_q rows x heads), one 64-row K tile (bf16), and 4 B a thread for each of the head
-    sum's workspaces (decode: two)."""
-    k = dict(c.kwargs)
-    rows, sums = (k["block_q"] * HEADS, 1) if "block_q" in k else (HEADS, 2)
-    return (rows + 64) * DIM * 2 + sums * 4 * c.threads
+def prefill_lds(p: Problem, c: Config) -> int:
+    """Q (block_q rows x heads) and one 64-row K tile, bf16; the head sum's workspace, 4 B a
+    thread."""
+    return (BLOCK_Q * HEADS + 64) * DIM * 2 + 4 * c.threads
+
+
+def decode_lds(p: Problem, c: Config) -> int:
+    """Q (heads x dim) and one 64-row tile of K sub-pages, bf16; two head-sum workspaces."""
+    return (HEADS + 64) * DIM * 2 + 2 * 4 * c.threads
 
 
 # CTAs per decode row (mqa.py:541-554, 304 CUs): 256 up to 4 rows, 16 up to 1216, then 1;
@@ -79,7 +88,7 @@ ISA = IsaExpectations(
 )
 
 
-def _kernel(name: str, factory: str, configs, problem: Problem) -> ForeignKernel:
+def _kernel(name: str, factory: str, configs, problem: Problem, lds) -> ForeignKernel:
     return ForeignKernel(
         name=name,
         provenance=SOURCE,
@@ -100,13 +109,24 @@ def _kernel(name: str, factory: str, configs, problem: Problem) -> ForeignKernel
 
 KERNELS = [
     _kernel(
-        "sglang-qsa-prefill", "_tilelang_qsa_mqa_prefill_kernel", _prefill(), _problem("causal")
+        "sglang-qsa-prefill",
+        "_tilelang_qsa_mqa_prefill_kernel",
+        _prefill((None,)),
+        _problem("causal"),
+        prefill_lds,
     ),
     _kernel(
         "sglang-qsa-prefill-relative",
         "_tilelang_qsa_mqa_prefill_relative_kernel",
-        _prefill(1, 64),
+        _prefill((1, 64)),
         _problem("causal"),
+        prefill_lds,
     ),
-    _kernel("sglang-qsa-decode", "_tilelang_qsa_mqa_decode_kernel", DECODE, _problem("full", PAGE)),
+    _kernel(
+        "sglang-qsa-decode",
+        "_tilelang_qsa_mqa_decode_kernel",
+        DECODE,
+        _problem("full", PAGE),
+        decode_lds,
+    ),
 ]

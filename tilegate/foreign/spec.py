@@ -107,11 +107,16 @@ class IsaExpectations:
     max_barriers_per_iteration: int | None = None
 
     def __post_init__(self) -> None:
-        floor = self.min_load_overlap
+        floor, ceiling = self.min_load_overlap, self.max_barriers_per_iteration
         if floor is not None and not 0.0 <= floor <= 1.0:
             raise ForeignKernelError(
                 f"{declaration_site()}: IsaExpectations: min_load_overlap {floor} is a share of "
                 "the inner loop's loads: give one in [0, 1] (1.0: every load overlapped)"
+            )
+        if ceiling is not None and (not isinstance(ceiling, int) or ceiling < 0):
+            raise ForeignKernelError(
+                f"{declaration_site()}: IsaExpectations: max_barriers_per_iteration {ceiling!r} "
+                "is a count of s_barriers: give a whole number, 0 or more"
             )
 
     def waves_floor(self, head_dim: int) -> float:
