@@ -3,11 +3,17 @@ latency proxies (tilegate/gfx942/latency.py), on hand-written listings: each pro
 thing it counts does."""
 
 import json
+from types import SimpleNamespace
 
 from tilegate.gfx942.golden import BARRIERS_FIELD, GOLDEN_ROOT, REFERENCE_TOOLCHAIN
 from tilegate.gfx942.inner_loop import inner_loop
-from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS
-from tilegate.gfx942.latency import latency_proxies, unoverlapped_loads
+from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, check_max_barriers, check_min_load_overlap
+from tilegate.gfx942.latency import (
+    NO_PROXIES,
+    LatencyProxies,
+    latency_proxies,
+    unoverlapped_loads,
+)
 
 MFMA = "v_mfma_f32_16x16x16_f16 a[0:3], v[4:5], v[4:5], a[0:3]"
 
@@ -140,3 +146,14 @@ def test_the_gates_barrier_ceiling_is_the_most_its_own_shipped_kernels_have():
     ]
     assert snapshots, f"no golden snapshots under {GOLDEN_ROOT / REFERENCE_TOOLCHAIN}"
     assert max(s[BARRIERS_FIELD] for s in snapshots) == OWN_MAX_BARRIERS
+
+
+def test_a_load_overlap_floor_of_one_fails_on_one_load_in_thousands():
+    # the share is compared exact, and shown rounded down: never as the floor it misses
+    one_late = SimpleNamespace(latency=LatencyProxies(3000, 1, 0, 0))
+    (miss,) = check_min_load_overlap(one_late, 1.0, "k")
+    assert miss.rule == "load-overlap"
+    assert miss.detail.startswith("0.999 at k, want >= 1.0: 1 of the inner loop's 3000 loads")
+    assert not check_min_load_overlap(SimpleNamespace(latency=NO_PROXIES), 1.0, "k"), "no loop"
+    (over,) = check_max_barriers(SimpleNamespace(latency=LatencyProxies(0, 0, 14, 0)), 13, "k")
+    assert over.detail == "14 s_barrier per iteration of the inner loop at k, want <= 13"

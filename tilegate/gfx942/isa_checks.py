@@ -7,6 +7,7 @@ shows a planted spill being flagged also shows the real configs' check can fail.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tilegate.gfx942.isa import LDS_PER_CU, IsaReading
@@ -239,23 +240,24 @@ OWN_MAX_BARRIERS = 13
 
 
 def load_overlap(r: IsaReading) -> float:
-    """The share of the inner loop's global loads with an MFMA issued before their wait (1.0
-    where the loop has none, or there is no loop)."""
+    """The share of the inner loop's loads (global and scratch) with an MFMA issued before their
+    wait (1.0 where the loop has none, or there is no loop). Exact: a floor of 1.0 fails on one
+    load in thousands."""
     p = r.latency
-    return 1.0 if not p.loads else round(1 - p.loads_not_overlapped / p.loads, 3)
+    return 1.0 if not p.loads else 1 - p.loads_not_overlapped / p.loads
 
 
 def check_min_load_overlap(r: IsaReading, floor: float, what: str) -> list[Violation]:
     """A foreign kernel's floor on load overlap (its adapter's; the gate's own kernels are held to
     every load, check_load_overlap). ``what`` names whose floor it is."""
-    share, p = load_overlap(r), r.latency
+    share, p = load_overlap(r), r.latency  # shown rounded down: never as the floor it misses
     if share < floor:
         return [
             Violation(
                 "load-overlap",
-                f"{share} at {what}, want >= {floor}: {p.loads_not_overlapped} of the inner "
-                f"loop's {p.loads} loads (global and scratch) are waited for (s_waitcnt vmcnt) "
-                "before any MFMA issues after them",
+                f"{math.floor(share * 1000) / 1000} at {what}, want >= {floor}: "
+                f"{p.loads_not_overlapped} of the inner loop's {p.loads} loads (global and "
+                "scratch) are waited for (s_waitcnt vmcnt) before any MFMA issues after them",
             )
         ]
     return []
