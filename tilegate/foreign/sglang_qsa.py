@@ -69,7 +69,7 @@ def decode_lds(p: Problem, c: Config) -> int:
     return (HEADS + 64) * DIM * 2 + 2 * 4 * c.threads
 
 
-# CTAs per decode row (mqa.py:541-554, 304 CUs): 256 up to 4 rows, 16 up to 1216, then 1;
+# CTAs per decode row (mqa.py:541-554, 304 CUs): 256 for 1-75 rows, 16 for 76-1215, then 1;
 # min_scored_len is the block top-k, 512, where fast_topk takes the row (qsa_indexer.py:551-562)
 DECODE = tuple(
     Config(
