@@ -5,8 +5,9 @@
 
 MODULE[:ATTR] is where discovery found the kernel (tilegate.foreign.discover.origin_of). Each case
 is one launch, announced on a progress line; the last line is the sanitizer protocol's DONE. With
-no CASE: every case below 1024 tokens (under memcheck the 8192-token ones take minutes). Cases
-the kernel's capabilities leave out, and cases a known lowering finding covers here, are not run.
+no CASE: the family's cases its sanitized_by_default picks (sparse-mla: every case below 1024
+tokens; under memcheck the 8192-token ones take minutes). Cases the kernel's capabilities leave
+out, and cases a known lowering finding covers here, are not run.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import sys
 
 from tilegate.foreign import gpu
 from tilegate.foreign.discover import load
-from tilegate.foreign.sparse_mla import Case
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.harness.sanitize import protocol
 
 
-def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list[Case]:
-    def runs(case: Case) -> bool:
-        chosen = case.name in wanted if wanted else case.tokens < 1024
+def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+    by_default = kernel.family_module().sanitized_by_default
+
+    def runs(case) -> bool:
+        chosen = case.name in wanted if wanted else by_default(case)
         known = any("lowering" in f.rules for f in kernel.findings_for_case(case.name, "numerics"))
         return chosen and not known and gpu.feature_missing(kernel, case) is None
 
