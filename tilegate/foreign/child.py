@@ -20,15 +20,20 @@ from tilegate.foreign.spec import ForeignKernel
 from tilegate.harness.sanitize import protocol
 
 
-def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+def chosen_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+    """The family's cases named in ``wanted``, or (none named) those it sanitizes by default."""
     by_default = kernel.family_module().sanitized_by_default
+    return [c for c in gpu.family_cases(kernel) if (c.name in wanted if wanted else by_default(c))]
+
+
+def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+    """chosen_cases less those its capabilities leave out and those a lowering finding covers."""
 
     def runs(case) -> bool:
-        chosen = case.name in wanted if wanted else by_default(case)
         known = any("lowering" in f.rules for f in kernel.findings_for_case(case.name, "numerics"))
-        return chosen and not known and gpu.feature_missing(kernel, case) is None
+        return not known and gpu.feature_missing(kernel, case) is None
 
-    return [c for c in gpu.family_cases(kernel) if runs(c)]
+    return [c for c in chosen_cases(kernel, wanted) if runs(c)]
 
 
 def main(argv: list[str]) -> int:

@@ -80,13 +80,14 @@ def all_cases() -> list[Case]:
 
 # two launches, bit for bit: the gate's own determinism cases
 DETERMINISM_CASES = tuple(Case(r, "random").name for r in determinism_cases())
-# Sanitized launches, each a few blocks: both masks, a partial tile at each end, a prefix, a batch.
+# Sanitized launches, each a few blocks: both masks, a partial tile at each end, NaN padding, a
+# batch of two over a prefix (causal), one query over 3782 keys (full).
 _SMALL = ("causal-gqa32x8-d128-fp16", "full-gqa32x8-d128-fp16")
 SANITIZED_CASES = {
-    "memcheck": tuple(
-        f"{s}-{lens}"
-        for s in _SMALL
-        for lens in ("s1-random", "s17-random", "s129-nan-padded", "q17-k129-b2-random")
+    "memcheck": (
+        *(f"{s}-{lens}" for s in _SMALL for lens in ("s1-random", "s17-random", "s129-nan-padded")),
+        f"{_SMALL[0]}-q17-k129-b2-random",
+        f"{_SMALL[1]}-q1-k3782-random",
     ),
     "racecheck": tuple(f"{s}-s129-random" for s in _SMALL),
     "initcheck": (f"{_SMALL[1]}-s129-random",),

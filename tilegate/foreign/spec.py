@@ -310,10 +310,10 @@ class ForeignKernel:
         exercised = set(self.family_module().FEATURE_OF.values())
         cannot = [f for f in features if f not in exercised]
         if cannot:
+            theirs = ", ".join(sorted(exercised)) or "none"
             self._refuse(
                 f"capabilities.features declares {cannot}, which no case of family "
-                f"{self.family!r} exercises (its features: {', '.join(sorted(exercised))}); "
-                "leave them out"
+                f"{self.family!r} exercises (its features: {theirs}); leave them out"
             )
 
     def family_module(self) -> Any:

@@ -22,6 +22,7 @@ rules, so it stays visible, and the run turns red when it is fixed (or when anyt
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import pytest
@@ -31,7 +32,7 @@ from tilegate.artifacts.records import ForeignRecord
 from tilegate.artifacts.writer import record_numerics, write, write_isa_artifacts
 from tilegate.foreign import gpu
 from tilegate.foreign.case import ForeignCase, cases, load_module
-from tilegate.foreign.child import child_cases
+from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.discover import discover, origin_of
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.foreign.verdicts import (
@@ -310,13 +311,18 @@ SANITIZERS = ("memcheck", "racecheck", "initcheck")
 @pytest.mark.cuda  # compute-sanitizer; MI300X's HIP ASan run of these cases is not written yet
 @pytest.mark.sanitize
 @pytest.mark.parametrize("tool", SANITIZERS)
-def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
+def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir, monkeypatch):
     from tilegate.harness.sanitize.driver import run_sanitized
 
     _skip_if_missing(foreign_kernel)
     if foreign_kernel.family is None:
         missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
-    runnable = child_cases(foreign_kernel, foreign_kernel.family_module().SANITIZED_CASES[tool])
+    wanted = foreign_kernel.family_module().SANITIZED_CASES[tool]
+    if not any(
+        gpu.feature_missing(foreign_kernel, c) is None for c in chosen_cases(foreign_kernel, wanted)
+    ):
+        missing(f"{foreign_kernel.name}: its capabilities leave out every case {tool} runs")
+    runnable = child_cases(foreign_kernel, wanted)
     if not runnable:
         pytest.xfail(
             f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to "
@@ -331,6 +337,8 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
         foreign_kernel.name,
         *(c.name for c in runnable),
     ]
+    # the child imports the adapter as this process did (pytest's pythonpath ini included)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
     result = run_sanitized(tool, [], log, child=child)
     assert result.completed, f"the child did not finish its cases: {log}"
     assert result.errors == 0, (

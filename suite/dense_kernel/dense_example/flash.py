@@ -51,14 +51,14 @@ def flash_fwd(
             m = T.alloc_fragment([block_m], fp32)
             m_prev = T.alloc_fragment([block_m], fp32)
             shrink = T.alloc_fragment([block_m], fp32)
-            l_block = T.alloc_fragment([block_m], fp32)
-            l = T.alloc_fragment([block_m], fp32)
+            block_sum = T.alloc_fragment([block_m], fp32)
+            row_sum = T.alloc_fragment([block_m], fp32)
 
             kv_h = h // (heads // kv_heads)
             first = tile * block_m + seq_k - seq_q  # the key position of the tile's first row
             T.copy(Q[b, tile * block_m : (tile + 1) * block_m, h, :], q)
             T.fill(acc, 0)
-            T.fill(l, 0)
+            T.fill(row_sum, 0)
             T.fill(m, -T.infinity(fp32))
             n_blocks = T.ceildiv(seq_k, block_n)
             if causal:
@@ -80,9 +80,9 @@ def flash_fwd(
                     shrink[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
                 for i, j in T.Parallel(block_m, block_n):
                     s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
-                T.reduce_sum(s, l_block, dim=1)
+                T.reduce_sum(s, block_sum, dim=1)
                 for i in T.Parallel(block_m):
-                    l[i] = l[i] * shrink[i] + l_block[i]
+                    row_sum[i] = row_sum[i] * shrink[i] + block_sum[i]
                 T.copy(s, p)
 
                 T.copy(V[b, kb * block_n : (kb + 1) * block_n, kv_h, :], v_rows)
@@ -94,6 +94,6 @@ def flash_fwd(
 
             for i, d in T.Parallel(block_m, head_dim):
                 if tile * block_m + i < seq_q:
-                    Out[b, tile * block_m + i, h, d] = T.cast(acc[i, d] / l[i], dtype)
+                    Out[b, tile * block_m + i, h, d] = T.cast(acc[i, d] / row_sum[i], dtype)
 
     return main

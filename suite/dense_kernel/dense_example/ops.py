@@ -22,7 +22,8 @@ def local_target() -> str:
         arch = torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName
         arch = arch.split(":")[0]
     else:
-        arch = "sm%d%d" % torch.cuda.get_device_capability()
+        major, minor = torch.cuda.get_device_capability()
+        arch = f"sm{major}{minor}"
     if arch not in CONFIGS:
         raise RuntimeError(f"no tile config for {arch}: there are for {', '.join(CONFIGS)}")
     return arch
