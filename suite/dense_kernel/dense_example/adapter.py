@@ -15,7 +15,8 @@ from tilegate.foreign import (
 
 # The flash.py beside this file: the installed copy in a venv, the checkout's on a PYTHONPATH.
 SOURCE = Provenance("dense_example.flash", path=str(Path(__file__).with_name("flash.py")))
-GFX942 = params(block_m=128, block_n=32, threads=256)  # dense_example.ops.CONFIGS["gfx942"]
+# dense_example.ops.CONFIGS: gfx942's are gated on the CPU, sm90's lowered beside them (the H200)
+TILES = {"gfx942": (128, 32, 256), "sm90": (128, 64, 256)}
 SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 WAVES_FLOOR = {64: 2.0, 128: 1.0}  # the gate's own: a wider head holds more registers a wave
 
@@ -37,13 +38,17 @@ def launch(module, x, mask_tail: bool = True):
     return attention(x.q, x.k, x.v, x.out, causal=x.causal, mask_tail=mask_tail)
 
 
+def config(block_m: int, block_n: int, threads: int, mask_tail: bool) -> Config:
+    tiles = params(block_m=block_m, block_n=block_n, threads=threads, mask_tail=mask_tail)
+    return Config(f"m{block_m}n{block_n}t{threads}", kwargs=tiles, threads=threads)
+
+
 def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch):
-    config = Config("m128n32w4", kwargs=params(**dict(GFX942), mask_tail=mask_tail), threads=256)
     return ForeignKernel(
         name=name,
         provenance=SOURCE,
         factory="flash_fwd",
-        configs={"gfx942": (config,)},
+        configs={t: (config(*tiles, mask_tail),) for t, tiles in TILES.items()},
         problems=problems,
         capabilities=Capabilities(
             dtypes=(dtype,), head_dims=head_dims, masks=("causal", "full"), compile_time=()
