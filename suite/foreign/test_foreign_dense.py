@@ -14,8 +14,9 @@ from tilegate.artifacts.render import numerics_by_dtype
 from tilegate.artifacts.writer import record_numerics
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import determinism_cases, nan_padding_cases, numerics_cases
-from tilegate.foreign import ForeignKernelError, dense, gpu
+from tilegate.foreign import Finding, ForeignKernelError, dense, gpu, params
 from tilegate.foreign.child import child_cases
+from tilegate.foreign.verdicts import KnownFinding, judge_case
 from tilegate.paths import REPO_ROOT
 from tilegate.references.attention import ref_attention
 from tilegate.references.metrics import judge
@@ -157,3 +158,22 @@ def test_a_dense_kernel_takes_no_gpu_shape_and_needs_a_launcher(adapter):
         dataclasses.replace(kernel, gpu_shape=(16, 2048, 576, 512))
     with pytest.raises(ForeignKernelError, match="family 'dense' needs a launcher"):
         dataclasses.replace(kernel, launcher=None)
+
+
+def test_a_dense_finding_is_a_strict_expected_failure_no_worse_than_its_figures(adapter):
+    # as the planted kernel's would read, were its bug a finding in someone else's package
+    name = "full-gqa32x8-d128-fp16-s3782-random"
+    found = Finding(
+        rules=frozenset({"numerics"}),
+        cases=frozenset({name}),
+        reason="keys past seq_k join a full mask's softmax",
+        worst=params(max_ratio=4.0),
+    )
+    kernel = dataclasses.replace(adapter.TAIL_MASK_BUG, findings=(found,))
+    assert kernel.findings_for_case(name, "numerics") == [found]
+    assert not kernel.findings_for_case(name.replace("s3782", "s3840"), "numerics")
+    with pytest.raises(KnownFinding):
+        judge_case(kernel, name, "numerics", "max err ...", max_ratio=3.2)
+    with pytest.raises(AssertionError) as worse:
+        judge_case(kernel, name, "numerics", "max err ...", max_ratio=5.0)
+    assert not isinstance(worse.value, KnownFinding)
