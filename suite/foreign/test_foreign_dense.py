@@ -177,3 +177,20 @@ def test_a_dense_finding_is_a_strict_expected_failure_no_worse_than_its_figures(
     with pytest.raises(AssertionError) as worse:
         judge_case(kernel, name, "numerics", "max err ...", max_ratio=5.0)
     assert not isinstance(worse.value, KnownFinding)
+
+
+def test_each_launch_writes_a_fresh_nan_output_and_is_kept_apart(adapter):
+    # Symptom: a launcher that writes inputs.out returned the same tensor for every launch, so
+    # "two launches agree bit for bit" compared a tensor with itself. Fix: dense.launch refills
+    # out with NaN and copies each launch's output out.
+    seen = []
+
+    def launcher(module, x):  # a stand-in for the launch protocol, not for a kernel
+        seen.append(bool(torch.isnan(x.out).all()))
+        return x.out.copy_(x.q * len(seen))
+
+    kernel = dataclasses.replace(adapter.KERNELS[0], launcher=launcher)
+    x = gpu.prepare(kernel, _case(kernel, "causal-gqa32x8-d128-fp16-s17-random"), "cpu")
+    first, second = dense.launch(kernel, None, x), dense.launch(kernel, None, x)
+    assert seen == [True, True]
+    assert torch.equal(first, x.q) and torch.equal(second, 2 * x.q)
