@@ -81,6 +81,21 @@ def test_a_feature_the_family_cannot_exercise_is_refused_naming_the_line(adapter
     )
 
 
+def test_a_mask_no_dense_case_exercises_is_refused_naming_the_line(adapter):
+    module, path, line = adapter(
+        'DENSE = dict(CAPS, masks=("full", "sparse-topk"))\n'
+        "KERNELS = [ForeignKernel(**FIELDS, capabilities=Capabilities(**DENSE), "
+        'family="dense", launcher=lambda module, x: x.out)]'
+    )
+    with pytest.raises(ForeignKernelError) as info:
+        discover([module])
+    assert str(info.value).endswith(
+        f"{path}:{line}: ForeignKernel 'bad': capabilities declare mask ['sparse-topk'], which no "
+        "case of family 'dense' exercises (its masks: causal, full); leave them out, or leave "
+        "family and launcher out for the CPU tiers only"
+    )
+
+
 def test_an_adapter_that_raises_at_import_names_its_line(adapter):
     module, path, line = adapter('raise RuntimeError("is_hip() read at import")')
     with pytest.raises(ForeignKernelError) as info:
