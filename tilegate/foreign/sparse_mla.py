@@ -1,5 +1,5 @@
-"""The sparse-MLA decode family: the GPU cases a sparse-MLA kernel is judged on, their inputs as each
-KV storage format holds them, the FP32 reference and the plain-torch baseline.
+"""The sparse-MLA decode family: the GPU cases a sparse-MLA kernel is judged on, their inputs as
+each KV storage format holds them, the FP32 reference and the plain-torch baseline.
 
 Cases (tokens 1, 8, 17 and 8192; heads, top-k and widths from the adapter):
   dense            every slot names a distinct KV row
