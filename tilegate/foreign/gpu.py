@@ -5,7 +5,7 @@ holds them; the tiers (tilegate/foreign/tiers.py) and the sanitizer's child call
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -13,6 +13,53 @@ from tilegate.foreign.case import load_module
 from tilegate.foreign.spec import ForeignKernel
 
 DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
+
+
+class Family(Protocol):
+    """What a case family's module holds (spec.FAMILIES, one module each: a new family, paged for
+    one, is a module with these). A case has a ``name``, unique in its family, and a ``kind``."""
+
+    FEATURE_OF: dict[str, str]  # case kind -> the capability feature it needs
+    DETERMINISM_CASES: tuple[str, ...]  # launched twice, compared bit for bit
+    # sanitizer tool -> the cases its child runs; () picks sanitized_by_default's
+    SANITIZED_CASES: dict[str, tuple[str, ...]]
+
+    def refusal(self, kernel: ForeignKernel) -> str | None:
+        """Why an adapter cannot be judged by the family (refused at its line), or None."""
+
+    def family_cases(self, kernel: ForeignKernel) -> list: ...
+
+    def missing(self, kernel: ForeignKernel, case: Any) -> str | None:
+        """A named skip: what the case needs and the kernel's capabilities leave out."""
+
+    def build_of(self, case: Any) -> str | None:
+        """The compile-time part of a case: its tests share an xdist worker (None: no grouping)."""
+
+    def is_slow(self, case: Any) -> bool: ...
+
+    def sanitized_by_default(self, case: Any) -> bool: ...
+
+    def prepare(self, kernel: ForeignKernel, case: Any, device: str) -> Any: ...
+
+    def launch(self, kernel: ForeignKernel, module: Any, prepared: Any) -> torch.Tensor:
+        """One launch; its output is a tensor of its own (two launches are two tensors)."""
+
+    def reference(self, kernel: ForeignKernel, prepared: Any) -> torch.Tensor:
+        """FP32, on the values the kernel is given."""
+
+    def baseline(self, kernel: ForeignKernel, prepared: Any) -> torch.Tensor:
+        """Plain torch in the kernel's precision: the judge's yardstick."""
+
+    def record_dtype(self, kernel: ForeignKernel, case: Any) -> str: ...
+
+    def stray_writes(self, prepared: Any) -> str | None: ...
+
+
+if TYPE_CHECKING:  # mypy checks each family's module against the protocol
+    from tilegate.foreign import dense, sparse_mla
+
+    _SPARSE_MLA: Family = sparse_mla
+    _DENSE: Family = dense
 
 
 def family_cases(kernel: ForeignKernel) -> list:

@@ -120,7 +120,7 @@ def make_inputs(case: Case, device: str) -> Inputs:
 
 # the cases two launches of must agree bit for bit, and the sanitizers' (memcheck: () is every case
 # below 1024 tokens, sanitized_by_default)
-DETERMINISM_CASES = ("t17-tail-padded", "t8192-tail-padded")
+DETERMINISM_CASES: tuple[str, ...] = ("t17-tail-padded", "t8192-tail-padded")
 SANITIZED_CASES: dict[str, tuple[str, ...]] = {
     "memcheck": (),
     "racecheck": ("t1-tail-padded", "t17-tail-padded"),
