@@ -290,6 +290,8 @@ def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
 def test_foreign_determinism(foreign_gpu_case):
     kernel, case = foreign_gpu_case
     _skip_if_missing(kernel)
+    if reason := gpu.feature_missing(kernel, case):
+        missing(reason)
     prepared = gpu.prepare(kernel, case)
     first = _run_known(kernel, case.name, "determinism", prepared)
     second = gpu.run(kernel, prepared)
