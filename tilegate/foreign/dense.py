@@ -8,8 +8,9 @@ the keys, as in chunked prefill; batches of 2 and 3), as
   nan-padded  the same inputs, in buffers whose rows past seq_q and seq_k hold NaN (the unused K/V
               rows a partial key tile reaches), and the output in a buffer whose rows past seq_q
               hold NaN and must still (the cases of nan_padding_cases())
-and beside each single-sequence 3782-token case its twin at 3840 tokens (30 blocks of 128 keys, 60
-of 64: no partial key block), so that a bug in the last key block shows as the difference.
+and beside each one-sequence 3782-token prefill (seq_q = seq_k) its twin at 3840 tokens (30 blocks
+of 128 keys, 60 of 64: no partial key block), so that a bug in the last key block shows as the
+difference. 3840 is the one length here that is not the gate's own.
 Reference: references.attention.ref_attention (FP32); baseline: ref_attention_lowp (plain torch in
 the inputs' dtype); judge: references.metrics.judge.
 
