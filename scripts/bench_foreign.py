@@ -44,7 +44,7 @@ def bench(kernel, tokens: int) -> dict:
         (lambda: kernel.launcher(module, p.inputs, p.stored)),
         (lambda: kernel.peer(p.inputs, p.stored)),
     )
-    ref, base = gpu.reference(p), gpu.baseline(kernel, p)
+    ref, base = gpu.reference(kernel, p), gpu.baseline(kernel, p)
     errs = {
         name: judge(fn().to(torch.bfloat16), ref, base).max_ratio
         for name, fn in (("kernel", mine), ("peer", peer))
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("artifacts/perf/foreign.json"))
     args = parser.parse_args()
     rows = []
-    for kernel in (k for k in discover(args.kernels) if k.peer is not None):
+    for kernel in (k for k in discover(args.kernels) if k.peer is not None and k.gpu_shape):
         for tokens in args.tokens:
             try:
                 rows.append(bench(kernel, tokens))

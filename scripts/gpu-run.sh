@@ -23,4 +23,7 @@ fi
 # one (tilegate/testing/gpu_workers.py); TILEGATE_WORKERS overrides the total.
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-m "numerics or drift")
-exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-auto}" --dist loadgroup --require-gpu "${args[@]}"
+# --tilegate-kernels: the dense worked example (suite/dense_kernel, on pytest's pythonpath) is gated
+# by every GPU run, its numerics, NaN and determinism cases beside the gate's own.
+exec python3 -m pytest -p xdist -n "${TILEGATE_WORKERS:-auto}" --dist loadgroup --require-gpu \
+  --tilegate-kernels=dense_example.adapter "${args[@]}"

@@ -261,3 +261,17 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
         case.cache_key()
     monkeypatch.delitem(sys.modules, "tilegate_test_scores_by_path")
     assert case.cache_key() != key
+
+
+def test_every_family_module_holds_what_the_tiers_call():
+    # a new family (paged, next) is one module: what it lacks is named here, not at a GPU launch
+    import importlib
+
+    from tilegate.foreign.gpu import Family
+    from tilegate.foreign.spec import FAMILIES
+
+    wanted = {n for n in vars(Family) if not n.startswith("_")} | set(Family.__annotations__)
+    for name, module in FAMILIES.items():
+        lacks = sorted(n for n in wanted if not hasattr(importlib.import_module(module), n))
+        assert not lacks, f"family {name!r} ({module}) lacks {lacks}"
+    assert {"refusal", "family_cases", "launch", "SANITIZED_CASES"} <= wanted

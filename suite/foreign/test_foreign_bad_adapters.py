@@ -52,8 +52,8 @@ def test_an_unknown_family_is_refused_naming_the_families_and_the_line(adapter):
         discover([module])
     assert str(info.value) == (
         f"--tilegate-kernels {module!r}: {path}:{line}: ForeignKernel 'bad': family 'paged-mla' "
-        "has no GPU case set in the gate (families: sparse-mla); declare one of those, or leave "
-        "family, launcher and gpu_shape out for the CPU tiers only"
+        "has no GPU case set in the gate (families: sparse-mla, dense); declare one of those, or "
+        "leave family, launcher and gpu_shape out for the CPU tiers only"
     )
 
 
@@ -76,7 +76,23 @@ def test_a_feature_the_family_cannot_exercise_is_refused_naming_the_line(adapter
         discover([module])
     assert str(info.value).endswith(
         f"{path}:{line}: ForeignKernel 'bad': capabilities.features ('sink',) are inputs of GPU "
-        "cases, and it declares no family; declare one (sparse-mla) or leave the features out"
+        "cases, and it declares no family; declare one (sparse-mla, dense) or leave the features "
+        "out"
+    )
+
+
+def test_a_mask_no_dense_case_exercises_is_refused_naming_the_line(adapter):
+    module, path, line = adapter(
+        'DENSE = dict(CAPS, masks=("full", "sparse-topk"))\n'
+        "KERNELS = [ForeignKernel(**FIELDS, capabilities=Capabilities(**DENSE), "
+        'family="dense", launcher=lambda module, x: x.out)]'
+    )
+    with pytest.raises(ForeignKernelError) as info:
+        discover([module])
+    assert str(info.value).endswith(
+        f"{path}:{line}: ForeignKernel 'bad': capabilities declare mask ['sparse-topk'], which no "
+        "case of family 'dense' exercises (its masks: causal, full); leave them out, or leave "
+        "family and launcher out for the CPU tiers only"
     )
 
 

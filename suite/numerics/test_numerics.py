@@ -5,7 +5,12 @@ import torch
 from suite_helpers import DEVICE, judged, local_default_config, with_configs
 
 from tilegate.fixtures.inputs import random_qkv
-from tilegate.fixtures.shapes import RunCase, numerics_cases
+from tilegate.fixtures.shapes import (
+    RunCase,
+    determinism_cases,
+    nan_padding_cases,
+    numerics_cases,
+)
 from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu]
@@ -19,11 +24,7 @@ def test_matches_fp32_reference(case, cfg, artifacts_dir):
     assert verdict.passed, verdict.explain()
 
 
-NAN_PADDING_CASES = [
-    c
-    for c in numerics_cases()
-    if c.batch == 1 and c.seq_k in (127, 129, 3782, 8192) and c.shape.head_dim == 128
-]
+NAN_PADDING_CASES = nan_padding_cases()
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(NAN_PADDING_CASES))
@@ -51,16 +52,7 @@ def test_memory_past_the_sequence_is_never_read_or_written(case, cfg):
     assert torch.isnan(outb[:, n_q:]).all(), "the kernel wrote past seq_q"
 
 
-DETERMINISM_CASES = [
-    c
-    for c in numerics_cases()
-    if c.seq_k in (3782, 32768)
-    and c.batch == 1
-    and c.shape.q_heads == 32
-    and c.shape.head_dim == 128
-    and c.seq_q == c.seq_k
-    and c.shape.dtype == "float16"
-]
+DETERMINISM_CASES = determinism_cases()
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(DETERMINISM_CASES))

@@ -5,8 +5,9 @@
 
 MODULE[:ATTR] is where discovery found the kernel (tilegate.foreign.discover.origin_of). Each case
 is one launch, announced on a progress line; the last line is the sanitizer protocol's DONE. With
-no CASE: every case below 1024 tokens (under memcheck the 8192-token ones take minutes). Cases
-the kernel's capabilities leave out, and cases a known lowering finding covers here, are not run.
+no CASE: the family's cases its sanitized_by_default picks (sparse-mla: every case below 1024
+tokens; under memcheck the 8192-token ones take minutes). Cases the kernel's capabilities leave
+out, and cases a known lowering finding covers here, are not run.
 """
 
 from __future__ import annotations
@@ -15,18 +16,24 @@ import sys
 
 from tilegate.foreign import gpu
 from tilegate.foreign.discover import load
-from tilegate.foreign.sparse_mla import Case
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.harness.sanitize import protocol
 
 
-def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list[Case]:
-    def runs(case: Case) -> bool:
-        chosen = case.name in wanted if wanted else case.tokens < 1024
-        known = any("lowering" in f.rules for f in kernel.findings_for_case(case.name, "numerics"))
-        return chosen and not known and gpu.feature_missing(kernel, case) is None
+def chosen_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+    """The family's cases named in ``wanted``, or (none named) those it sanitizes by default."""
+    by_default = kernel.family_module().sanitized_by_default
+    return [c for c in gpu.family_cases(kernel) if (c.name in wanted if wanted else by_default(c))]
 
-    return [c for c in gpu.family_cases(kernel) if runs(c)]
+
+def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+    """chosen_cases less those its capabilities leave out and those a lowering finding covers."""
+
+    def runs(case) -> bool:
+        known = any("lowering" in f.rules for f in kernel.findings_for_case(case.name, "numerics"))
+        return not known and gpu.feature_missing(kernel, case) is None
+
+    return [c for c in chosen_cases(kernel, wanted) if runs(c)]
 
 
 def main(argv: list[str]) -> int:

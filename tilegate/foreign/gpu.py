@@ -1,80 +1,106 @@
-"""One GPU case of a foreign kernel: its inputs, as its storage holds them, the kernel's output, the
-FP32 reference on the values stored, and the plain-torch baseline in the kernel's precision."""
+"""One GPU case of a foreign kernel, whatever its family: its inputs, the kernel's output, the FP32
+reference and the plain-torch baseline in the kernel's precision. Each call goes to the module of
+the kernel's family (spec.FAMILIES: tilegate.foreign.sparse_mla, tilegate.foreign.dense), which
+holds them; the tiers (tilegate/foreign/tiers.py) and the sanitizer's child call only this."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from tilegate.foreign import sparse_mla as family
 from tilegate.foreign.case import load_module
-from tilegate.foreign.kv_formats import Stored, fp8_dtype, store
 from tilegate.foreign.spec import ForeignKernel
-from tilegate.references.sparse_mla import fp8_rounded_probabilities, sparse_mla
 
-DEVICE = "cuda"
-
-
-def family_cases(kernel: ForeignKernel) -> list[family.Case]:
-    if kernel.family != "sparse-mla" or kernel.gpu_shape is None:
-        return []
-    return family.cases(family.Shape(*kernel.gpu_shape))
+DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
 
 
-def feature_missing(kernel: ForeignKernel, case: family.Case) -> str | None:
-    feature = family.FEATURE_OF.get(case.kind)
-    if feature and feature not in kernel.capabilities.features:
-        return (
-            f"{kernel.name}: its capabilities leave out {feature!r} (features: "
-            f"{', '.join(kernel.capabilities.features) or 'none'})"
-        )
-    return None
+class Family(Protocol):
+    """What a case family's module holds (spec.FAMILIES, one module each: a new family, paged for
+    one, is a module with these). A case has a ``name``, unique in its family, and a ``kind``."""
+
+    FEATURE_OF: dict[str, str]  # case kind -> the capability feature it needs
+    DETERMINISM_CASES: tuple[str, ...]  # launched twice, compared bit for bit
+    # sanitizer tool -> the cases its child runs; () picks sanitized_by_default's
+    SANITIZED_CASES: dict[str, tuple[str, ...]]
+
+    def refusal(self, kernel: ForeignKernel) -> str | None:
+        """Why an adapter cannot be judged by the family (refused at its line), or None."""
+
+    def family_cases(self, kernel: ForeignKernel) -> list: ...
+
+    def missing(self, kernel: ForeignKernel, case: Any) -> str | None:
+        """A named skip: what the case needs and the kernel's capabilities leave out."""
+
+    def build_of(self, case: Any) -> str | None:
+        """The compile-time part of a case: its tests share an xdist worker (None: no grouping)."""
+
+    def is_slow(self, case: Any) -> bool: ...
+
+    def sanitized_by_default(self, case: Any) -> bool: ...
+
+    def prepare(self, kernel: ForeignKernel, case: Any, device: str) -> Any: ...
+
+    def launch(self, kernel: ForeignKernel, module: Any, prepared: Any) -> torch.Tensor:
+        """One launch; its output is a tensor of its own (two launches are two tensors)."""
+
+    def reference(self, kernel: ForeignKernel, prepared: Any) -> torch.Tensor:
+        """FP32, on the values the kernel is given."""
+
+    def baseline(self, kernel: ForeignKernel, prepared: Any) -> torch.Tensor:
+        """Plain torch in the kernel's precision: the judge's yardstick."""
+
+    def record_dtype(self, kernel: ForeignKernel, case: Any) -> str: ...
+
+    def stray_writes(self, prepared: Any) -> str | None: ...
 
 
-@dataclass
-class Prepared:
-    inputs: family.Inputs
-    stored: Stored
+if TYPE_CHECKING:  # mypy checks each family's module against the protocol
+    from tilegate.foreign import dense, sparse_mla
+
+    _SPARSE_MLA: Family = sparse_mla
+    _DENSE: Family = dense
 
 
-def prepare(kernel: ForeignKernel, case: family.Case) -> Prepared:
-    x = family.make_inputs(case, DEVICE)
-    return Prepared(x, store(kernel.kv_format, x.q, x.kv))
+def family_cases(kernel: ForeignKernel) -> list:
+    return kernel.family_module().family_cases(kernel) if kernel.family else []
 
 
-def run(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
+def features_of(kernel: ForeignKernel) -> dict[str, str]:
+    """case kind -> the capability feature it needs, for the kernel's family."""
+    return kernel.family_module().FEATURE_OF if kernel.family else {}
+
+
+def feature_missing(kernel: ForeignKernel, case) -> str | None:
+    """A named skip: the case needs what the kernel's capabilities leave out."""
+    return kernel.family_module().missing(kernel, case)
+
+
+def prepare(kernel: ForeignKernel, case, device: str = DEVICE) -> Any:
+    return kernel.family_module().prepare(kernel, case, device)
+
+
+def run(kernel: ForeignKernel, prepared) -> torch.Tensor:
     if kernel.launcher is None:
         raise ValueError(f"{kernel.name} declares no launcher: it has no GPU tiers")
-    out = kernel.launcher(load_module(kernel), p.inputs, p.stored)
+    out = kernel.family_module().launch(kernel, load_module(kernel), prepared)
     torch.cuda.synchronize()
     return out
 
 
-def reference(p: Prepared) -> torch.Tensor:
-    x, s = p.inputs, p.stored
-    return sparse_mla(
-        s.q_seen, s.kv_seen, x.indices, x.sm_scale, x.d_v, topk_length=x.topk_length, sink=x.sink
-    )
+def reference(kernel: ForeignKernel, prepared) -> torch.Tensor:
+    return kernel.family_module().reference(kernel, prepared)
 
 
-def baseline(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
-    """Plain torch on the stored values, both products in bf16 (fp8 values are exact there), P
-    rounded as the kernel's P operand must be: fp8 for an fp8 P@V (float8_e4m3 storage)."""
-    x, s = p.inputs, p.stored
-    p_round = (
-        fp8_rounded_probabilities(fp8_dtype())
-        if kernel.kv_format == "float8_e4m3"
-        else (lambda v: v)
-    )
-    return sparse_mla(
-        s.q_seen,
-        s.kv_seen,
-        x.indices,
-        x.sm_scale,
-        x.d_v,
-        topk_length=x.topk_length,
-        sink=x.sink,
-        operand=torch.bfloat16,
-        p_round=p_round,
-    ).to(torch.bfloat16)
+def baseline(kernel: ForeignKernel, prepared) -> torch.Tensor:
+    return kernel.family_module().baseline(kernel, prepared)
+
+
+def record_dtype(kernel: ForeignKernel, case) -> str:
+    """The dtype row of the numerics summary its record joins."""
+    return kernel.family_module().record_dtype(kernel, case)
+
+
+def stray_writes(kernel: ForeignKernel, prepared) -> str | None:
+    """What the launch wrote outside its output (a padded buffer's NaN rows), or None."""
+    return kernel.family_module().stray_writes(prepared)

@@ -1,5 +1,5 @@
-"""The sparse-MLA decode family: the GPU cases a sparse-MLA kernel is judged on, their inputs, and
-how each KV storage format holds them.
+"""The sparse-MLA decode family: the GPU cases a sparse-MLA kernel is judged on, their inputs as
+each KV storage format holds them, the FP32 reference and the plain-torch baseline.
 
 Cases (tokens 1, 8, 17 and 8192; heads, top-k and widths from the adapter):
   dense            every slot names a distinct KV row
@@ -19,8 +19,15 @@ The 8192-token cases are dense and tail-padded only: the FP32 reference gathers 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+from tilegate.foreign.kv_formats import Stored, fp8_dtype, store
+from tilegate.references.sparse_mla import fp8_rounded_probabilities, sparse_mla
+
+if TYPE_CHECKING:
+    from tilegate.foreign.spec import ForeignKernel
 
 KINDS = (
     "dense",
@@ -109,3 +116,105 @@ def make_inputs(case: Case, device: str) -> Inputs:
             [max(1, s.topk * 3 // 4 - 3)], dtype=torch.int32, device=device
         )  # < topk
     return x
+
+
+# the cases two launches of must agree bit for bit, and the sanitizers' (memcheck: () is every case
+# below 1024 tokens, sanitized_by_default)
+DETERMINISM_CASES: tuple[str, ...] = ("t17-tail-padded", "t8192-tail-padded")
+SANITIZED_CASES: dict[str, tuple[str, ...]] = {
+    "memcheck": (),
+    "racecheck": ("t1-tail-padded", "t17-tail-padded"),
+    "initcheck": ("t17-tail-padded",),
+}
+
+
+def refusal(kernel: ForeignKernel) -> str | None:
+    """Why the adapter cannot be judged by this family, or None."""
+    if kernel.launcher is None or kernel.gpu_shape is None:
+        return "a GPU family needs a launcher and a gpu_shape, and they a family"
+    if kernel.kv_format not in kernel.capabilities.dtypes:
+        return (
+            f"its GPU cases store KV as {kernel.kv_format!r}, a dtype its "
+            f"capabilities do not declare ({kernel.capabilities.dtypes})"
+        )
+    return None
+
+
+def family_cases(kernel: ForeignKernel) -> list[Case]:
+    assert kernel.gpu_shape is not None  # refusal() saw to it
+    return cases(Shape(*kernel.gpu_shape))
+
+
+def missing(kernel: ForeignKernel, case: Case) -> str | None:
+    feature = FEATURE_OF.get(case.kind)
+    if feature and feature not in kernel.capabilities.features:
+        return (
+            f"{kernel.name}: its capabilities leave out {feature!r} (features: "
+            f"{', '.join(kernel.capabilities.features) or 'none'})"
+        )
+    return None
+
+
+def build_of(case: Case) -> str | None:
+    return None  # one build serves every case (the launcher compiles what it needs)
+
+
+def is_slow(case: Case) -> bool:
+    return False
+
+
+def sanitized_by_default(case: Case) -> bool:
+    return case.tokens < 1024  # under memcheck the 8192-token cases take minutes
+
+
+@dataclass
+class Prepared:
+    inputs: Inputs
+    stored: Stored
+
+
+def prepare(kernel: ForeignKernel, case: Case, device: str) -> Prepared:
+    x = make_inputs(case, device)
+    return Prepared(x, store(kernel.kv_format, x.q, x.kv))
+
+
+def launch(kernel: ForeignKernel, module, p: Prepared) -> torch.Tensor:
+    assert kernel.launcher is not None  # refusal() saw to it
+    return kernel.launcher(module, p.inputs, p.stored)
+
+
+def reference(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
+    x, s = p.inputs, p.stored
+    return sparse_mla(
+        s.q_seen, s.kv_seen, x.indices, x.sm_scale, x.d_v, topk_length=x.topk_length, sink=x.sink
+    )
+
+
+def baseline(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
+    """Plain torch on the stored values, both products in bf16 (fp8 values are exact there), P
+    rounded as the kernel's P operand must be: fp8 for an fp8 P@V (float8_e4m3 storage)."""
+    x, s = p.inputs, p.stored
+    p_round = (
+        fp8_rounded_probabilities(fp8_dtype())
+        if kernel.kv_format == "float8_e4m3"
+        else (lambda v: v)
+    )
+    return sparse_mla(
+        s.q_seen,
+        s.kv_seen,
+        x.indices,
+        x.sm_scale,
+        x.d_v,
+        topk_length=x.topk_length,
+        sink=x.sink,
+        operand=torch.bfloat16,
+        p_round=p_round,
+    ).to(torch.bfloat16)
+
+
+def record_dtype(kernel: ForeignKernel, case: Case) -> str:
+    return kernel.kv_format
+
+
+def stray_writes(p: Prepared) -> str | None:
+    return None  # the output is the launcher's own tensor

@@ -35,8 +35,10 @@ def params(**kwargs: Any) -> Params:
 
 
 # The GPU case families a kernel may declare (ForeignKernel.family): name -> the module that holds
-# its cases and the capability features they exercise (its FEATURE_OF). Only these have GPU cases.
-FAMILIES = {"sparse-mla": "tilegate.foreign.sparse_mla"}
+# its cases, inputs, reference and baseline, the capability features they exercise (FEATURE_OF),
+# and what it refuses in an adapter (refusal). tilegate/foreign/gpu.py dispatches on this; a family
+# is one module beside these two.
+FAMILIES = {"sparse-mla": "tilegate.foreign.sparse_mla", "dense": "tilegate.foreign.dense"}
 # What a finding's ``worst`` may bound (tilegate.foreign.verdicts): the ISA tier's figures (LDS:
 # the lowered figure, never the adapter's estimate) and the numerics tier's max-error ratio.
 WORST_METRICS = frozenset(
@@ -243,10 +245,11 @@ class ForeignKernel:
     # MI300X"}. A callable returns the value, any other name is set to it; undone after the import.
     at_import: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
-    # The GPU tiers: the family of cases (tilegate.foreign.sparse_mla), the launcher (module,
-    # inputs, stored inputs) -> output, the KV storage format (tilegate.foreign.kv_formats), the
-    # family's sizes (heads, topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored)
-    # -> output).
+    # The GPU tiers: the family of cases (FAMILIES), the launcher (its signature is the family's:
+    # sparse-mla (module, inputs, stored inputs) -> output, dense (module, inputs) -> output), and
+    # for sparse-mla the KV storage format (tilegate.foreign.kv_formats), the family's sizes (heads,
+    # topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) -> output). Dense
+    # cases take their shapes from the gate's own (tilegate.foreign.dense).
     family: str | None = None
     launcher: Callable | None = None
     kv_format: str = "bfloat16"
@@ -285,21 +288,16 @@ class ForeignKernel:
                 f"build {sorted({p.head_dim for p in self.problems})}: one floor for each, or "
                 "one number for every build"
             )
-        if (self.family is None) != (self.launcher is None) or (self.family is None) != (
-            self.gpu_shape is None
-        ):
-            self._refuse("a GPU family needs a launcher and a gpu_shape, and they a family")
+        if self.family is None and (self.launcher is not None or self.gpu_shape is not None):
+            self._refuse("a launcher and a gpu_shape are for a GPU family: declare one")
         if self.family is not None and self.family not in FAMILIES:
             self._refuse(
                 f"family {self.family!r} has no GPU case set in the gate (families: "
                 f"{', '.join(FAMILIES)}); declare one of those, or leave family, launcher and "
                 "gpu_shape out for the CPU tiers only"
             )
-        if self.family is not None and self.kv_format not in self.capabilities.dtypes:
-            self._refuse(
-                f"its GPU cases store KV as {self.kv_format!r}, a dtype its "
-                f"capabilities do not declare ({self.capabilities.dtypes})"
-            )
+        if self.family is not None and (why := self.family_module().refusal(self)):
+            self._refuse(why)
         self._check_features()
 
     def _refuse(self, why: str) -> NoReturn:
@@ -331,15 +329,18 @@ class ForeignKernel:
                 f"capabilities.features {features} are inputs of GPU cases, and it declares no "
                 f"family; declare one ({', '.join(FAMILIES)}) or leave the features out"
             )
-        # the family's module imports torch: only a kernel with features pays for it
-        exercised = set(importlib.import_module(FAMILIES[str(self.family)]).FEATURE_OF.values())
+        exercised = set(self.family_module().FEATURE_OF.values())
         cannot = [f for f in features if f not in exercised]
         if cannot:
+            theirs = ", ".join(sorted(exercised)) or "none"
             self._refuse(
                 f"capabilities.features declares {cannot}, which no case of family "
-                f"{self.family!r} exercises (its features: {', '.join(sorted(exercised))}); "
-                "leave them out"
+                f"{self.family!r} exercises (its features: {theirs}); leave them out"
             )
+
+    def family_module(self) -> Any:
+        """The module of its GPU family (FAMILIES; it imports torch): its cases and judge."""
+        return importlib.import_module(FAMILIES[str(self.family)])
 
     def builds(self, target: str) -> list[tuple[Problem, Config]]:
         """(problem, config) per build for ``target``: every config with every problem, except

@@ -10,9 +10,9 @@ foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
                 is over the budget is an error, and no code object is built; the adapter's
                 estimate (a hint, deciding nothing) must be within 10% of the lowered figure
   isa           the hard rules and the speed proxies against the adapter's ISA expectations
-  numerics      (GPU) the family's cases against FP32, relative to plain torch in the same
-  precision:
-                the worst of 3 launches, which must agree bit for bit
+  numerics      (GPU) the family's cases (sparse-mla, dense: spec.FAMILIES) against FP32,
+                relative to plain torch in the same precision: the worst of 3 launches, which
+                must agree bit for bit, and nothing written outside the output
   determinism   (GPU) two runs of one case give the same bits
   sanitize      (GPU, opt-in) memcheck over the family's cases, racecheck and initcheck over a few
 A known finding (the adapter's Finding) is a strict expected failure: it must break exactly its
@@ -22,6 +22,7 @@ rules, so it stays visible, and the run turns red when it is fixed (or when anyt
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import pytest
@@ -31,7 +32,7 @@ from tilegate.artifacts.records import ForeignRecord
 from tilegate.artifacts.writer import record_numerics, write, write_isa_artifacts
 from tilegate.foreign import gpu
 from tilegate.foreign.case import ForeignCase, cases, load_module
-from tilegate.foreign.child import child_cases
+from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.discover import discover, origin_of
 from tilegate.foreign.spec import ForeignKernel
 from tilegate.foreign.verdicts import (
@@ -62,7 +63,6 @@ AXES = {
     "mask": ("causal", "full", "sparse-topk"),
     "feature": ("sink", "topk-length", "dual-cache"),
 }
-DETERMINISM_CASES = ("t17-tail-padded", "t8192-tail-padded")
 LAUNCHES = 3  # numerics judges the worst of these launches, and requires them to agree bit for bit
 _KERNELS = pytest.StashKey[list]()
 
@@ -133,21 +133,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 )
             ]
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
-        wanted = DETERMINISM_CASES if rule == "determinism" else None
         metafunc.parametrize(
             "foreign_gpu_case",
             [
-                pytest.param(
-                    (k, c),
-                    id=f"{k.name}-{c.name}",
-                    marks=_finding_marks(k.findings_for_case(c.name, rule)),
-                )
+                _gpu_param(k, c, rule)
                 for k in kernels
                 for c in gpu.family_cases(k)
-                if wanted is None or c.name in wanted
+                if rule == "numerics" or c.name in k.family_module().DETERMINISM_CASES
             ]
             or none,
         )
+
+
+def _gpu_param(kernel: ForeignKernel, case, rule: str):
+    """A GPU case's param: its findings; the cases of one build share an xdist worker, so that the
+    build compiles once; a long case is slow, so it starts first."""
+    family = kernel.family_module()
+    build = family.build_of(case)
+    marks = [
+        *_finding_marks(kernel.findings_for_case(case.name, rule)),
+        *([pytest.mark.xdist_group(f"foreign-{kernel.name}-{build}")] if build else []),
+        *([pytest.mark.slow] if family.is_slow(case) else []),
+    ]
+    return pytest.param((kernel, case), id=f"{kernel.name}-{case.name}", marks=marks)
 
 
 def _skip_if_missing(kernel: ForeignKernel) -> None:
@@ -181,7 +189,8 @@ def test_foreign_capabilities(foreign_axis):
             f"{', '.join(map(str, declared))})"
         )
     if axis == "feature":
-        used = [c for c in gpu.family_cases(kernel) if gpu.family.FEATURE_OF.get(c.kind) == value]
+        feature_of = gpu.features_of(kernel)
+        used = [c for c in gpu.family_cases(kernel) if feature_of.get(c.kind) == value]
     else:
         used = [p for p in kernel.problems if getattr(p, axis) == value]
     assert used, (
@@ -263,17 +272,21 @@ def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
     outs = [_run_known(kernel, case.name, "numerics", prepared)] + [
         gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)
     ]
-    ref, base = gpu.reference(prepared), gpu.baseline(kernel, prepared)
+    ref, base = gpu.reference(kernel, prepared), gpu.baseline(kernel, prepared)
     verdict = max(
         (judge(out, ref, base) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio)
     )
     # a race that misses one launch shows here
     differ = sum((outs[0] != out).sum().item() for out in outs[1:])
-    verdict = dataclasses.replace(verdict, passed=verdict.passed and not differ)
-    record_numerics(artifacts_dir, f"{kernel.name}-{case.name}", kernel.kv_format, verdict)
+    stray = gpu.stray_writes(kernel, prepared)
+    verdict = dataclasses.replace(verdict, passed=verdict.passed and not differ and not stray)
+    dtype = gpu.record_dtype(kernel, case)
+    record_numerics(artifacts_dir, f"{kernel.name}-{case.name}", dtype, verdict)
     if not verdict.passed:
-        message = verdict.explain() + (
-            f"; {differ} outputs differ across {LAUNCHES} launches" if differ else ""
+        message = (
+            verdict.explain()
+            + (f"; {differ} outputs differ across {LAUNCHES} launches" if differ else "")
+            + (f"; {stray}" if stray else "")
         )
         judge_case(
             kernel,
@@ -300,6 +313,8 @@ def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
 def test_foreign_determinism(foreign_gpu_case):
     kernel, case = foreign_gpu_case
     _skip_if_missing(kernel)
+    if reason := gpu.feature_missing(kernel, case):
+        missing(reason)
     prepared = gpu.prepare(kernel, case)
     first = _run_known(kernel, case.name, "determinism", prepared)
     second = gpu.run(kernel, prepared)
@@ -313,25 +328,26 @@ def test_foreign_determinism(foreign_gpu_case):
         )
 
 
-# (): every case below 1024 tokens
-SANITIZED_CASES = {
-    "memcheck": (),
-    "racecheck": ("t1-tail-padded", "t17-tail-padded"),
-    "initcheck": ("t17-tail-padded",),
-}
+# each family's cases per tool: its SANITIZED_CASES
+SANITIZERS = ("memcheck", "racecheck", "initcheck")
 
 
 @pytest.mark.gpu
 @pytest.mark.cuda  # compute-sanitizer; MI300X's HIP ASan run of these cases is not written yet
 @pytest.mark.sanitize
-@pytest.mark.parametrize("tool", SANITIZED_CASES)
-def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
+@pytest.mark.parametrize("tool", SANITIZERS)
+def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir, monkeypatch):
     from tilegate.harness.sanitize.driver import run_sanitized
 
     _skip_if_missing(foreign_kernel)
     if foreign_kernel.family is None:
         missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
-    runnable = child_cases(foreign_kernel, SANITIZED_CASES[tool])
+    wanted = foreign_kernel.family_module().SANITIZED_CASES[tool]
+    if not any(
+        gpu.feature_missing(foreign_kernel, c) is None for c in chosen_cases(foreign_kernel, wanted)
+    ):
+        missing(f"{foreign_kernel.name}: its capabilities leave out every case {tool} runs")
+    runnable = child_cases(foreign_kernel, wanted)
     if not runnable:
         pytest.xfail(
             f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to "
@@ -346,6 +362,8 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir):
         foreign_kernel.name,
         *(c.name for c in runnable),
     ]
+    # the child imports the adapter as this process did (pytest's pythonpath ini included)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
     result = run_sanitized(tool, [], log, child=child)
     assert result.completed, f"the child did not finish its cases: {log}"
     assert result.errors == 0, (

@@ -1,0 +1,134 @@
+"""Speed of each dense-family foreign kernel against the gate's own prefill kernel and torch SDPA,
+measured in one process on one GPU, interleaved, as ratios.
+
+    python3 scripts/bench_dense.py [--kernels dense_example.adapter] [--cases NAME ...]
+                                   [--out artifacts/perf/dense.json]
+
+Per kernel and case (a dense-family case, tilegate/foreign/dense.py: the gate's own numerics case
+and its random inputs): the three run once to compile and warm, then ROUNDS rounds of REPS launches
+each, the three alternating; the table gives each one's median time per launch, the ratios
+kernel / gate and kernel / SDPA (< 1: the foreign kernel is faster), and each one's max-error ratio
+against FP32 (the numerics tier's judge). The gate's kernel runs its local default config
+(tilegate.kernels.configs); SDPA is torch's default backend, with the causal mask aligned
+bottom-right as the cases are (torch.nn.attention.bias.causal_lower_right).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+from tilegate.foreign import gpu
+from tilegate.foreign.case import load_module
+from tilegate.foreign.discover import discover
+from tilegate.kernels.configs import default_config
+from tilegate.platform import local_target
+from tilegate.references.metrics import judge
+from tilegate.runtime import flash_attention
+
+ROUNDS, REPS = 10, 5
+CASES = (
+    "causal-gqa32x8-d128-fp16-s3782-random",
+    "full-gqa32x8-d128-fp16-s3782-random",
+    "causal-gqa32x8-d128-fp16-s8192-random",
+    "causal-gqa32x8-d128-fp16-q3782-k8192-random",
+    "causal-gqa32x8-d128-fp16-s32768-random",
+)
+
+
+def _time(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(REPS):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / REPS * 1000  # us a launch
+
+
+def contenders(kernel, case, x) -> dict:
+    """name -> a launch writing the case's output: the foreign kernel, the gate's, SDPA's."""
+    shape = case.run.shape
+    cfg = default_config(local_target(), shape.head_dim)
+    gate_out = torch.empty_like(x.q)
+    sq, sk = x.q.shape[1], x.k.shape[1]
+    mask = causal_lower_right(sq, sk) if x.causal and sq != sk else None
+
+    def sdpa():
+        out = F.scaled_dot_product_attention(
+            *(t.transpose(1, 2) for t in (x.q, x.k, x.v)),
+            attn_mask=mask,
+            is_causal=x.causal and mask is None,
+            enable_gqa=True,
+        )
+        return out.transpose(1, 2)
+
+    module = load_module(kernel)
+    return {  # no synchronisation inside: _time waits once for its REPS launches
+        "kernel": lambda: kernel.launcher(module, x),
+        "gate": lambda: flash_attention(shape, cfg, x.q, x.k, x.v, out=gate_out),
+        "sdpa": sdpa,
+    }
+
+
+def bench(kernel, case) -> dict:
+    x = gpu.prepare(kernel, case)
+    runs = contenders(kernel, case, x)
+    ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
+    errs = {name: judge(fn(), ref, base).max_ratio for name, fn in runs.items()}
+    del ref, base  # the 32k reference's memory, before timing
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, fn in runs.items():
+            times[name].append(_time(fn))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    return {
+        "kernel": kernel.name,
+        "case": case.name,
+        **{f"{name}_us": round(us, 1) for name, us in med.items()},
+        "vs_gate": round(med["kernel"] / med["gate"], 3),
+        "vs_sdpa": round(med["kernel"] / med["sdpa"], 3),
+        **{f"{name}_max_ratio": round(e, 3) for name, e in errs.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", nargs="+", default=["dense_example.adapter"])
+    parser.add_argument("--cases", nargs="+", default=list(CASES))
+    parser.add_argument("--out", type=Path, default=Path("artifacts/perf/dense.json"))
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite" / "dense_kernel"))
+    rows = []
+    for kernel in (k for k in discover(args.kernels) if k.family == "dense"):
+        by_name = {c.name: c for c in gpu.family_cases(kernel)}
+        for name in args.cases:
+            if gpu.feature_missing(kernel, by_name[name]) is None:
+                rows.append(bench(kernel, by_name[name]))
+                print(json.dumps(rows[-1]), flush=True)
+    head = f"{'kernel':20} {'case':44} {'kernel us':>10} {'gate us':>9} {'sdpa us':>9}"
+    print(f"{head} {'/gate':>6} {'/sdpa':>6} {'err k':>6} {'err g':>6} {'err s':>6}")
+    for r in rows:
+        print(
+            f"{r['kernel']:20} {r['case']:44} {r['kernel_us']:>10} {r['gate_us']:>9} "
+            f"{r['sdpa_us']:>9} {r['vs_gate']:>6} {r['vs_sdpa']:>6} {r['kernel_max_ratio']:>6} "
+            f"{r['gate_max_ratio']:>6} {r['sdpa_max_ratio']:>6}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {"device": torch.cuda.get_device_name(), "rounds": ROUNDS, "reps": REPS, "rows": rows},
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

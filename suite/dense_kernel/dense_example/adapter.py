@@ -1,0 +1,90 @@
+"""The gate's view of dense_example.flash.flash_fwd: its gfx942 builds, what its ISA should show,
+and its launcher for the gate's dense cases (tilegate.foreign.dense)."""
+
+from pathlib import Path
+
+from tilegate.foreign import (
+    Capabilities,
+    Config,
+    ForeignKernel,
+    IsaExpectations,
+    Problem,
+    Provenance,
+    params,
+)
+
+# The flash.py beside this file: the installed copy in a venv, the checkout's on a PYTHONPATH.
+SOURCE = Provenance("dense_example.flash", path=str(Path(__file__).with_name("flash.py")))
+# dense_example.ops.CONFIGS: gfx942's are gated on the CPU, sm90's lowered beside them (the H200)
+TILES = {"gfx942": (128, 32, 256), "sm90": (128, 64, 256)}
+SHORT = {"float16": "fp16", "bfloat16": "bf16"}
+WAVES_FLOOR = {64: 2.0, 128: 1.0}  # the gate's own: a wider head holds more registers a wave
+
+
+def problem(dtype: str, head_dim: int, mask: str) -> Problem:
+    name = f"d{head_dim}-{SHORT[dtype]}-{mask}"
+    args = (head_dim, dtype, mask == "causal")
+    return Problem(name, dtype=dtype, head_dim=head_dim, mask=mask, args=args)
+
+
+def lds(p: Problem, c: Config) -> int:
+    k = dict(c.kwargs)
+    return 2 * k["block_n"] * p.head_dim * 2 + 2048  # K and V^T tiles, TileLang's reduce scratch
+
+
+def launch(module, x, mask_tail: bool = True):
+    from dense_example.ops import attention
+
+    return attention(x.q, x.k, x.v, x.out, causal=x.causal, mask_tail=mask_tail)
+
+
+def config(block_m: int, block_n: int, threads: int, mask_tail: bool) -> Config:
+    tiles = params(block_m=block_m, block_n=block_n, threads=threads, mask_tail=mask_tail)
+    return Config(f"m{block_m}n{block_n}t{threads}", kwargs=tiles, threads=threads)
+
+
+def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch):
+    return ForeignKernel(
+        name=name,
+        provenance=SOURCE,
+        factory="flash_fwd",
+        configs={t: (config(*tiles, mask_tail),) for t, tiles in TILES.items()},
+        problems=problems,
+        capabilities=Capabilities(
+            dtypes=(dtype,), head_dims=head_dims, masks=("causal", "full"), compile_time=()
+        ),
+        isa=IsaExpectations(
+            mfma_input=dtype,
+            wide_global_loads=True,
+            min_waves_per_simd={p.head_dim: WAVES_FLOOR[p.head_dim] for p in problems},
+        ),
+        lds_estimate=lds,
+        family="dense",
+        launcher=launcher,
+    )
+
+
+KERNELS = [
+    kernel(
+        "dense-example-fp16",
+        "float16",
+        (problem("float16", 128, "causal"), problem("float16", 64, "full")),
+        (64, 128),
+    ),
+    kernel(
+        "dense-example-bf16",
+        "bfloat16",
+        (problem("bfloat16", 128, "causal"), problem("bfloat16", 128, "full")),
+        (128,),
+    ),
+]
+# Planted: keys at or past seq_k in a partial last key block are not masked (flash.py's
+# mask_tail). A full mask then fails at 3782 tokens, and passes at 3840 (no partial block).
+TAIL_MASK_BUG = kernel(
+    "dense-example-tail-mask-bug",
+    "float16",
+    (problem("float16", 128, "full"), problem("float16", 64, "causal")),
+    (64, 128),
+    mask_tail=False,
+    launcher=lambda module, x: launch(module, x, mask_tail=False),
+)

@@ -1,0 +1,225 @@
+"""The dense prefill family: the gate's own numerics cases, run on a dense attention kernel from
+another package and judged as the gate's own prefill kernel is (suite/numerics/test_numerics.py).
+
+Cases: every RunCase of tilegate.fixtures.shapes.numerics_cases() (causal and full masks; GQA
+32:8 and 64:8, MHA; head_dim 64 and 128; fp16 and bf16; 1 to 32768 tokens; queries at the end of
+the keys, as in chunked prefill; batches of 2 and 3), as
+  random      standard normal q, k, v (tilegate.fixtures.inputs.random_qkv)
+  nan-padded  the same inputs, in buffers whose rows past seq_q and seq_k hold NaN (the unused K/V
+              rows a partial key tile reaches), and the output in a buffer whose rows past seq_q
+              hold NaN and must still (the cases of nan_padding_cases())
+and beside each one-sequence 3782-token prefill (seq_q = seq_k) its twin at 3840 tokens (30 blocks
+of 128 keys, 60 of 64: no partial key block), so that a bug in the last key block shows as the
+difference. 3840 is the one length here that is not the gate's own.
+Reference: references.attention.ref_attention (FP32); baseline: ref_attention_lowp (plain torch in
+the inputs' dtype); judge: references.metrics.judge.
+
+An adapter's launcher is ``launcher(module, inputs) -> output``: ``inputs`` is an Inputs, and
+the kernel writes ``inputs.out`` (NaN until written: an element it never writes fails the judge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from tilegate.fixtures.inputs import random_qkv
+from tilegate.fixtures.shapes import (
+    RunCase,
+    determinism_cases,
+    nan_padding_cases,
+    numerics_cases,
+)
+from tilegate.references.attention import ref_attention, ref_attention_lowp
+
+if TYPE_CHECKING:
+    from tilegate.foreign.spec import ForeignKernel
+
+FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
+KINDS = ("random", "nan-padded")
+TAIL_TWIN = {3782: 3840}  # a length with a partial last key block -> one with none
+PAD_ROWS = 77  # NaN rows past each sequence: the gate's own NaN-padding test's
+# What the cases exercise: a kernel declaring more is refused at load (a value no case can judge).
+EXERCISED = {
+    "dtype": tuple(sorted({c.shape.dtype for c in numerics_cases()})),
+    "head_dim": tuple(sorted({c.shape.head_dim for c in numerics_cases()})),
+    "mask": ("causal", "full"),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    run: RunCase
+    kind: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.run.name}-{self.kind}"
+
+    @property
+    def mask(self) -> str:
+        return "causal" if self.run.shape.causal else "full"
+
+
+def _twins(runs: list[RunCase]) -> list[RunCase]:
+    return [
+        replace(r, seq_q=TAIL_TWIN[r.seq_k], seq_k=TAIL_TWIN[r.seq_k])
+        for r in runs
+        if r.seq_k in TAIL_TWIN and r.seq_q == r.seq_k and r.batch == 1
+    ]
+
+
+def all_cases() -> list[Case]:
+    runs = numerics_cases()
+    return [
+        *(Case(r, "random") for r in [*runs, *_twins(runs)]),
+        *(Case(r, "nan-padded") for r in nan_padding_cases()),
+    ]
+
+
+# two launches, bit for bit: the gate's own determinism cases
+DETERMINISM_CASES = tuple(Case(r, "random").name for r in determinism_cases())
+# Sanitized launches, each a few blocks: both masks, a partial tile at each end, NaN padding, a
+# batch of two over a prefix (causal), one query over 3782 keys (full).
+_SMALL = ("causal-gqa32x8-d128-fp16", "full-gqa32x8-d128-fp16")
+SANITIZED_CASES = {
+    "memcheck": (
+        *(f"{s}-{lens}" for s in _SMALL for lens in ("s1-random", "s17-random", "s129-nan-padded")),
+        f"{_SMALL[0]}-q17-k129-b2-random",
+        f"{_SMALL[1]}-q1-k3782-random",
+    ),
+    # racecheck's time grows with the blocks launched: 16 heads, two query tiles
+    "racecheck": ("causal-mha16-d128-fp16-s129-random", "full-mha16-d128-fp16-s129-random"),
+    "initcheck": ("full-mha16-d128-fp16-s129-random",),
+}
+
+
+def refusal(kernel: ForeignKernel) -> str | None:
+    """Why the adapter cannot be judged by this family (ForeignKernel refuses it, naming its
+    line), or None."""
+    if kernel.launcher is None:
+        return "family 'dense' needs a launcher: launcher(module, inputs) -> output"
+    if kernel.gpu_shape is not None:
+        return (
+            "family 'dense' takes its shapes from the gate's own cases "
+            "(tilegate/fixtures/shapes.py): leave gpu_shape out"
+        )
+    caps = kernel.capabilities
+    for axis, declared in (
+        ("dtype", caps.dtypes),
+        ("head_dim", caps.head_dims),
+        ("mask", caps.masks),
+    ):
+        unjudged = [v for v in declared if v not in EXERCISED[axis]]
+        if unjudged:
+            return (
+                f"capabilities declare {axis} {unjudged}, which no case of family 'dense' "
+                f"exercises (its {axis}s: {', '.join(map(str, EXERCISED[axis]))}); leave them "
+                "out, or leave family and launcher out for the CPU tiers only"
+            )
+    return None
+
+
+def family_cases(kernel: ForeignKernel) -> list[Case]:
+    return all_cases()
+
+
+def missing(kernel: ForeignKernel, case: Case) -> str | None:
+    """A named skip: the case has a dtype, head_dim or mask the kernel's capabilities leave out."""
+    caps, shape = kernel.capabilities, case.run.shape
+    for axis, value, declared in (
+        ("dtype", shape.dtype, caps.dtypes),
+        ("head_dim", shape.head_dim, caps.head_dims),
+        ("mask", case.mask, caps.masks),
+    ):
+        if value not in declared:
+            return (
+                f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
+                f"{', '.join(map(str, declared))})"
+            )
+    return None
+
+
+def build_of(case: Case) -> str:
+    """The compile-time part of a case (heads and lengths stay dynamic in a dense kernel): its
+    tests share an xdist worker, so that each build compiles once."""
+    s = case.run.shape
+    return f"{case.mask}-d{s.head_dim}-{s.dtype}"
+
+
+def is_slow(case: Case) -> bool:
+    return case.run.slow
+
+
+def sanitized_by_default(case: Case) -> bool:
+    return case.name in SANITIZED_CASES["memcheck"]
+
+
+@dataclass
+class Inputs:
+    q: torch.Tensor  # [batch, seq_q, heads, d]
+    k: torch.Tensor  # [batch, seq_k, kv_heads, d]
+    v: torch.Tensor
+    out: torch.Tensor  # like q, NaN: the kernel writes it
+    causal: bool
+    sm_scale: float
+    # the buffer ``out`` is a view of: NaN past seq_q in a nan-padded case, else ``out`` itself
+    out_buffer: torch.Tensor
+
+
+def _padded(t: torch.Tensor) -> torch.Tensor:
+    """A view of ``t``'s values at the start of a buffer PAD_ROWS rows longer, filled with NaN."""
+    big = torch.full(
+        (t.shape[0], t.shape[1] + PAD_ROWS, *t.shape[2:]),
+        float("nan"),
+        dtype=t.dtype,
+        device=t.device,
+    )
+    big[:, : t.shape[1]] = t
+    return big[:, : t.shape[1]]
+
+
+def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
+    q, k, v = random_qkv(case.run, device)
+    out = torch.full_like(q, float("nan"))
+    if case.kind == "nan-padded":
+        if case.run.batch != 1:  # a view of a longer buffer is contiguous for one sequence only
+            raise ValueError(f"{case.name}: NaN padding takes one sequence")
+        q, k, v, out = _padded(q), _padded(k), _padded(v), _padded(out)
+        buffer = out._base if out._base is not None else out
+    else:
+        buffer = out
+    return Inputs(q, k, v, out, case.run.shape.causal, case.run.shape.head_dim**-0.5, buffer)
+
+
+def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
+    """One launch into ``x.out``, NaN again first (each launch must write every element), and
+    its output copied out: the launches the tiers compare are two tensors, not one."""
+    assert kernel.launcher is not None  # refusal() saw to it
+    x.out.fill_(float("nan"))
+    return kernel.launcher(module, x).clone()
+
+
+def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
+    return ref_attention(x.q, x.k, x.v, causal=x.causal, scale=x.sm_scale)
+
+
+def baseline(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
+    return ref_attention_lowp(x.q, x.k, x.v, causal=x.causal)
+
+
+def record_dtype(kernel: ForeignKernel, case: Case) -> str:
+    """The numerics summary's row: the case's dtype, as the gate's own prefill records."""
+    return case.run.shape.dtype
+
+
+def stray_writes(x: Inputs) -> str | None:
+    """What the kernel wrote outside its output: the NaN rows past seq_q of a padded buffer."""
+    seq_q = x.out.shape[1]
+    past = x.out_buffer[:, seq_q:]
+    written = int((~torch.isnan(past)).sum().item())
+    if written:
+        return f"the kernel wrote {written} elements past seq_q ({seq_q}) in the output buffer"
+    return None
