@@ -180,12 +180,27 @@ def test_a_loop_llvm_mca_does_not_finish_is_estimated_with_its_counter_rewritten
     Fix: the loop counter's two-micro-op add is run as an equivalent pair; the report says so."""
     mca = _mca()
     started = time.monotonic()
-    report = mca_report(mca, HUNG_LOOP, timeout_s=3)
+    report = mca_report(mca, HUNG_LOOP, cpu_limit_s=3)
     assert time.monotonic() - started < 15
     assert counter_rewritten(report) and cycles_per_iteration(report) > 0
     finishing = [line for line in HUNG_LOOP if not line.startswith("v_add_co_u32")]
-    plain = mca_report(mca, finishing, timeout_s=10)
+    plain = mca_report(mca, finishing, cpu_limit_s=10)
     assert not counter_rewritten(plain) and cycles_per_iteration(plain) > 0
+
+
+def test_a_loop_that_finishes_slowly_on_a_busy_machine_is_not_taken_for_a_hang(tmp_path):
+    """Symptom: the hang was judged on the wall clock, so a loop llvm-mca finishes could be taken
+    for one when the machine was busy, and its report (the docs' dagger) changed with the load.
+    Here llvm-mca starts 4 s late, spending no CPU, under a 2 s limit: still its own report."""
+    mca = _mca()
+    late = tmp_path / "llvm-mca"
+    late.write_text(f'#!/bin/sh\nsleep 4\nexec "{mca}" "$@"\n')
+    late.chmod(0o755)
+    finishing = [line for line in HUNG_LOOP if not line.startswith("v_add_co_u32")]
+    started = time.monotonic()
+    report = mca_report(late, finishing, cpu_limit_s=2)
+    assert time.monotonic() - started > 4
+    assert not counter_rewritten(report) and cycles_per_iteration(report) > 0
 
 
 def test_a_loop_that_hangs_even_rewritten_gets_no_estimate_not_a_hung_build():
@@ -193,7 +208,7 @@ def test_a_loop_that_hangs_even_rewritten_gets_no_estimate_not_a_hung_build():
     # no counter to rewrite: the six lines with another two-micro-op add in the counter's place
     core = [line.replace("vcc, 1,", "vcc, 2,") for line in MCA_19_HANG_CORE]
     assert counter_rewrite(core) is None
-    report = mca_report(mca, core, timeout_s=2)
+    report = mca_report(mca, core, cpu_limit_s=2)
     assert report == MCA_HUNG and cycles_per_iteration(report) is None
 
 
