@@ -2,7 +2,7 @@
 and adapter, a ``tilegate.kernels`` entry point) gated by plain ``pytest`` in a fresh venv, as its
 author would: provenance, capabilities, gfx942 compile and ISA pass, and the GPU tiers skip naming
 the GPU. The planted tail-mask variant builds as well: its bug is in the numbers, which only a GPU
-run sees (docs/foreign-kernels.md has the H200's). Every build also lowers for sm90, the H200's
+run sees (suite/foreign/test_dense_catches_planted.py). Every build also lowers for sm90, the H200's
 target, with the tile sizes the example's own launcher uses."""
 
 from __future__ import annotations
@@ -145,5 +145,11 @@ def test_every_build_lowers_for_sm90_with_the_launchers_tiles(adapter, builder):
             lowered = builder.lowered(ForeignCase.of(kernel, problem, cfg, "sm90"))
             assert "__global__" in lowered.source and 0 < lowered.lds_bytes <= 227 * 1024
             sources[kernel.name, problem.name] = lowered.source
-    healthy = sources["dense-example-fp16", "d128-fp16-causal"]
+    # the planted build against the healthy kernel's build of the same problem: only mask_tail
+    # differs between them, so a mask_tail that changed nothing would show here
+    twin = module.kernel(
+        "dense-example-fp16-full", "float16", (module.problem("float16", 128, "full"),), (128,)
+    )
+    ((problem, cfg),) = twin.builds("sm90")
+    healthy = builder.lowered(ForeignCase.of(twin, problem, cfg, "sm90")).source
     assert sources["dense-example-tail-mask-bug", "d128-fp16-full"] != healthy

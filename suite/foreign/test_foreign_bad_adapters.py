@@ -96,6 +96,24 @@ def test_a_mask_no_dense_case_exercises_is_refused_naming_the_line(adapter):
     )
 
 
+def test_a_problem_no_dense_case_runs_is_refused_naming_the_line(adapter):
+    # Symptom: bf16, head_dim 64 and the full mask are each in some dense case, never together;
+    # the build's every GPU case skipped, and the run was green with no GPU check of it.
+    module, path, line = adapter(
+        "D64 = dict(FIELDS, problems=(Problem('d64', dtype='bfloat16', head_dim=64, mask='full'),"
+        "), isa=IsaExpectations(mfma_input='bfloat16', wide_global_loads=True, "
+        "min_waves_per_simd=2.0))\n"
+        "KERNELS = [ForeignKernel(**D64, capabilities=Capabilities(**dict(CAPS, head_dims=(64,))),"
+        ' family="dense", launcher=lambda module, x: x.out)]'
+    )
+    with pytest.raises(ForeignKernelError) as info:
+        discover([module])
+    assert f"{path}:{line}: ForeignKernel 'bad': problems ['d64'] have a dtype, head_dim and " in (
+        str(info.value)
+    )
+    assert "no case of family 'dense' runs together" in str(info.value)
+
+
 def test_an_adapter_that_raises_at_import_names_its_line(adapter):
     module, path, line = adapter('raise RuntimeError("is_hip() read at import")')
     with pytest.raises(ForeignKernelError) as info:

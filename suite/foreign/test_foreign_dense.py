@@ -183,7 +183,7 @@ def test_a_dense_finding_is_a_strict_expected_failure_no_worse_than_its_figures(
 def test_each_launch_writes_a_fresh_nan_output_and_is_kept_apart(adapter):
     # Symptom: a launcher that writes inputs.out returned the same tensor for every launch, so
     # "two launches agree bit for bit" compared a tensor with itself. Fix: dense.launch refills
-    # out with NaN and copies each launch's output out.
+    # out with NaN, and gpu.run copies each launch's output out (for every family).
     seen = []
 
     def launcher(module, x):  # a stand-in for the launch protocol, not for a kernel
@@ -192,6 +192,22 @@ def test_each_launch_writes_a_fresh_nan_output_and_is_kept_apart(adapter):
 
     kernel = dataclasses.replace(adapter.KERNELS[0], launcher=launcher)
     x = gpu.prepare(kernel, _case(kernel, "causal-gqa32x8-d128-fp16-s17-random"), "cpu")
-    first, second = dense.launch(kernel, None, x), dense.launch(kernel, None, x)
+    first, second = gpu.run(kernel, x), gpu.run(kernel, x)
     assert seen == [True, True]
     assert torch.equal(first, x.q) and torch.equal(second, 2 * x.q)
+
+
+def test_a_launcher_that_returns_its_own_tensor_is_refused_naming_the_adapter(adapter):
+    # Symptom: the family judged whatever the launcher returned, so a launcher with an output of
+    # its own passed the NaN-padded cases with inputs.out (the buffer the fill and the stray-write
+    # check watch) never written. Fix: dense judges inputs.out; another tensor is an error.
+    def launcher(module, x):
+        return x.q.clone()  # the right values, in a tensor of the launcher's own
+
+    kernel = dataclasses.replace(adapter.KERNELS[0], launcher=launcher)
+    x = gpu.prepare(kernel, _case(kernel, "causal-gqa32x8-d128-fp16-s17-random"), "cpu")
+    with pytest.raises(
+        ForeignKernelError, match=r"test_foreign_dense\.py:\d+: ForeignKernel .*not inputs\.out"
+    ):
+        dense.launch(kernel, None, x)
+    assert dense.launch(dataclasses.replace(kernel, launcher=lambda m, x: None), None, x) is x.out

@@ -14,8 +14,9 @@ difference. 3840 is the one length here that is not the gate's own.
 Reference: references.attention.ref_attention (FP32); baseline: ref_attention_lowp (plain torch in
 the inputs' dtype); judge: references.metrics.judge.
 
-An adapter's launcher is ``launcher(module, inputs) -> output``: ``inputs`` is an Inputs, and
-the kernel writes ``inputs.out`` (NaN until written: an element it never writes fails the judge).
+An adapter's launcher is ``launcher(module, inputs)``, returning ``inputs.out`` or None: ``inputs``
+is an Inputs, and the kernel writes ``inputs.out`` (NaN until written: an element it never writes
+fails the judge), which is what the family judges.
 """
 
 from __future__ import annotations
@@ -119,6 +120,17 @@ def refusal(kernel: ForeignKernel) -> str | None:
                 f"exercises (its {axis}s: {', '.join(map(str, EXERCISED[axis]))}); leave them "
                 "out, or leave family and launcher out for the CPU tiers only"
             )
+    # each axis may be exercised while a problem's combination is not (no bf16 case at d64): its
+    # build would then skip every GPU case, and the run be green without a GPU check of it
+    judged = {(c.run.shape.dtype, c.run.shape.head_dim, c.mask) for c in all_cases()}
+    unjudged_problems = [
+        p.name for p in kernel.problems if (p.dtype, p.head_dim, p.mask) not in judged
+    ]
+    if unjudged_problems:
+        return (
+            f"problems {unjudged_problems} have a dtype, head_dim and mask that no case of family "
+            f"'dense' runs together (its cases: {', '.join(map(str, sorted(judged)))})"
+        )
     return None
 
 
@@ -195,11 +207,25 @@ def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
 
 
 def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
-    """One launch into ``x.out``, NaN again first (each launch must write every element), and
-    its output copied out: the launches the tiers compare are two tensors, not one."""
+    """One launch into ``x.out``, NaN again first (each launch must write every element). The
+    family judges ``x.out``: a launcher that returns another tensor (its own output, which the NaN
+    fill and the padded buffer's check never see) is refused, naming the adapter's line."""
+    from tilegate.foreign.spec import ForeignKernelError
+
     assert kernel.launcher is not None  # refusal() saw to it
     x.out.fill_(float("nan"))
-    return kernel.launcher(module, x).clone()
+    got = kernel.launcher(module, x)
+    if got is not None and not (
+        isinstance(got, torch.Tensor)
+        and got.data_ptr() == x.out.data_ptr()
+        and got.shape == x.out.shape
+    ):
+        raise ForeignKernelError(
+            f"{kernel.declared_at}: ForeignKernel {kernel.name!r}: its launcher returned "
+            f"{type(got).__name__} {tuple(getattr(got, 'shape', ()))}, not inputs.out: family "
+            "'dense' judges inputs.out, which the kernel must write; return it, or None"
+        )
+    return x.out
 
 
 def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:

@@ -42,7 +42,7 @@ class Family(Protocol):
     def prepare(self, kernel: ForeignKernel, case: Any, device: str) -> Any: ...
 
     def launch(self, kernel: ForeignKernel, module: Any, prepared: Any) -> torch.Tensor:
-        """One launch; its output is a tensor of its own (two launches are two tensors)."""
+        """One launch, and its output (gpu.run copies it: two launches are two tensors)."""
 
     def reference(self, kernel: ForeignKernel, prepared: Any) -> torch.Tensor:
         """FP32, on the values the kernel is given."""
@@ -84,8 +84,11 @@ def run(kernel: ForeignKernel, prepared) -> torch.Tensor:
     if kernel.launcher is None:
         raise ValueError(f"{kernel.name} declares no launcher: it has no GPU tiers")
     out = kernel.family_module().launch(kernel, load_module(kernel), prepared)
-    torch.cuda.synchronize()
-    return out
+    if out.is_cuda:
+        torch.cuda.synchronize()
+    # a copy, whatever the family and the launcher: a launcher that hands back one buffer each
+    # time must not make two launches one tensor (the determinism and race checks compare them)
+    return out.clone()
 
 
 def reference(kernel: ForeignKernel, prepared) -> torch.Tensor:

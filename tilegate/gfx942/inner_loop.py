@@ -159,7 +159,7 @@ def counter_rewrite(loop: list[str]) -> list[str] | None:
     return None if len(out) == len(loop) else out
 
 
-def _run_mca(mca: Path, loop: list[str], cpu_limit_s: float) -> str | None:
+def _run_mca(mca: Path, loop: list[str], cpu_limit_s: int) -> str | None:
     """llvm-mca's report, or None when it did not finish within ``cpu_limit_s`` of CPU time."""
     proc = subprocess.Popen(
         [str(mca), "-mtriple=amdgcn", "-mcpu=gfx942", f"-iterations={MCA_ITERATIONS}"],
@@ -170,17 +170,23 @@ def _run_mca(mca: Path, loop: list[str], cpu_limit_s: float) -> str | None:
     )
     # set from here, not in the child (preexec_fn is unsafe in a threaded parent): the CPU time the
     # child has spent before this call counts towards the limit all the same. SIGXCPU at the soft
-    # limit ends llvm-mca; SIGKILL one second later, should it not end.
-    limit = int(cpu_limit_s)
-    resource.prlimit(proc.pid, resource.RLIMIT_CPU, (limit, limit + 1))
+    # limit ends llvm-mca; SIGKILL one second later, should it not end. SIGXCPU dumps core by
+    # default: no core file of it lands in the working directory (the checkout).
+    try:
+        resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+        resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu_limit_s, cpu_limit_s + 1))
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
     try:
         out, err = proc.communicate("\n".join(loop) + "\n", timeout=MCA_WALL_LIMIT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
         raise RuntimeError(
-            f"llvm-mca neither finished nor spent {limit} CPU s in {MCA_WALL_LIMIT_S} s of wall "
-            "time: the machine stalled it"
+            f"llvm-mca neither finished nor spent {cpu_limit_s} CPU s in {MCA_WALL_LIMIT_S} s "
+            "of wall time: the machine stalled it"
         ) from None
     if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return None
@@ -189,7 +195,7 @@ def _run_mca(mca: Path, loop: list[str], cpu_limit_s: float) -> str | None:
     return out
 
 
-def mca_report(mca: Path, loop: list[str], cpu_limit_s: float = MCA_CPU_LIMIT_S) -> str:
+def mca_report(mca: Path, loop: list[str], cpu_limit_s: int = MCA_CPU_LIMIT_S) -> str:
     """llvm-mca's report on ``loop``; where it does not finish, its report on the loop's
     counter_rewrite headed by REWRITTEN; MCA_HUNG where neither finishes."""
     if not Path(mca).is_file():
