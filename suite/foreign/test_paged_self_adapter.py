@@ -85,6 +85,7 @@ def test_the_foreign_tiers_pass_its_gfx942_builds_and_wait_for_a_gpu(request, tm
             "extend-fp16-d64-fp16-m128n32w4",
             "extend-bf16-d128-bf16-m128n32w4",
             "decode-fp16-d128-fp16-n16w1s32",
+            "decode-fp16-d64-fp16-n16w1s32",
             "decode-bf16-d128-bf16-n16w1s32",
             "prefix-off-by-one-d128-fp16-m128n32w4",
         ):
