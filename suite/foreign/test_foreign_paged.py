@@ -20,8 +20,9 @@ from tilegate.fixtures.paged_cases import (
     LARGE_LOGIT_CASES,
     paged_batch,
 )
-from tilegate.foreign import ForeignKernelError, gpu, paged
+from tilegate.foreign import Finding, ForeignKernelError, gpu, paged, params
 from tilegate.foreign.child import child_cases
+from tilegate.foreign.verdicts import KnownFinding, judge_case
 from tilegate.references.attention import ref_attention
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_extend
@@ -281,3 +282,21 @@ def test_each_launch_writes_a_fresh_nan_output_and_is_kept_apart(adapter):
     first, second = paged.launch(kernel, None, x), paged.launch(kernel, None, x)
     assert seen == [True, True]
     assert torch.equal(first, x.q) and torch.equal(second, 2 * x.q)
+
+
+def test_a_paged_finding_is_a_strict_expected_failure_no_worse_than_its_figures(adapter):
+    # as the planted kernel's would read, were its bug a finding in someone else's package
+    found = Finding(
+        rules=frozenset({"numerics"}),
+        cases=frozenset({PREFIXED}),
+        reason="new tokens after a cached prefix sit one position late",
+        worst=params(max_ratio=200.0),
+    )
+    kernel = dataclasses.replace(adapter.PREFIX_OFF_BY_ONE, findings=(found,))
+    assert kernel.findings_for_case(PREFIXED, "numerics") == [found]
+    assert not kernel.findings_for_case(NO_PREFIX, "numerics")
+    with pytest.raises(KnownFinding):
+        judge_case(kernel, PREFIXED, "numerics", "max err ...", max_ratio=172.4)
+    with pytest.raises(AssertionError) as worse:
+        judge_case(kernel, PREFIXED, "numerics", "max err ...", max_ratio=250.0)
+    assert not isinstance(worse.value, KnownFinding)
