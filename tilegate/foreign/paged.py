@@ -130,7 +130,8 @@ class Inputs:
     req_to_token: torch.Tensor  # [max_reqs, max_context]: pool slot of each request's position
     req_pool_indices: torch.Tensor  # [batch]: each request's row of req_to_token
     seq_lens: torch.Tensor  # [batch]: context tokens, the new ones included
-    # extend only (None for decode), SGLang's ForwardBatch names: new tokens, cached prefix
+    # extend only (None for decode), as SGLang 0.5.23's ForwardBatch names them
+    # (sglang/srt/model_executor/forward_batch_info.py:666-668): new tokens, cached prefix
     # (seq_lens - extend_seq_lens) and each request's first row in q
     extend_seq_lens: torch.Tensor | None
     extend_prefix_lens: torch.Tensor | None
