@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from tilegate.foreign.spec import ForeignKernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
-PHASES = ("extend", "decode")
 KINDS = ("random", "large-logits")
 OUT_PAD_ROWS = 77  # NaN rows past the output, as the dense family pads (tilegate.foreign.dense)
 
