@@ -52,8 +52,8 @@ def test_an_unknown_family_is_refused_naming_the_families_and_the_line(adapter):
         discover([module])
     assert str(info.value) == (
         f"--tilegate-kernels {module!r}: {path}:{line}: ForeignKernel 'bad': family 'paged-mla' "
-        "has no GPU case set in the gate (families: sparse-mla, dense); declare one of those, or "
-        "leave family, launcher and gpu_shape out for the CPU tiers only"
+        "has no GPU case set in the gate (families: sparse-mla, dense, paged); declare one of "
+        "those, or leave family, launcher and gpu_shape out for the CPU tiers only"
     )
 
 
@@ -76,8 +76,8 @@ def test_a_feature_the_family_cannot_exercise_is_refused_naming_the_line(adapter
         discover([module])
     assert str(info.value).endswith(
         f"{path}:{line}: ForeignKernel 'bad': capabilities.features ('sink',) are inputs of GPU "
-        "cases, and it declares no family; declare one (sparse-mla, dense) or leave the features "
-        "out"
+        "cases, and it declares no family; declare one (sparse-mla, dense, paged) or leave the "
+        "features out"
     )
 
 

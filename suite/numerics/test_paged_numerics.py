@@ -9,7 +9,14 @@ import torch
 from suite_helpers import DEVICE, with_configs
 
 from tilegate.artifacts.writer import record_numerics
-from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES, PagedCase, paged_batch
+from tilegate.fixtures.paged_cases import (
+    DECODE_CASES,
+    EXTEND_CASES,
+    LARGE_LOGIT_CASES,
+    PagedCase,
+    large_logit_batch,
+    paged_batch,
+)
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
@@ -59,9 +66,6 @@ def test_paged_decode_matches_fp32_reference(case, cfg, splits, artifacts_dir):
     assert verdict.passed, verdict.explain()
 
 
-LARGE_LOGIT_CASES = [c for c in DECODE_CASES if len(c.seq_lens) > 1 and c.shape.head_dim == 128]
-
-
 @pytest.mark.parametrize("case, cfg", _params(LARGE_LOGIT_CASES, DECODE_TABLES, "decode"))
 def test_split_kv_combine_survives_large_logits(case, cfg, artifacts_dir):
     # q and k x8: per-split maxima differ by hundreds, so a combine without the global max
@@ -69,7 +73,7 @@ def test_split_kv_combine_survives_large_logits(case, cfg, artifacts_dir):
     out, verdict = _judge(
         case,
         cfg,
-        paged_batch(case, DEVICE, seed=5, logit_scale=8.0),
+        large_logit_batch(case, DEVICE),
         artifacts_dir,
         "-large_logits",
         splits=cfg.num_splits,  # the combine runs whatever the device's schedule

@@ -1,7 +1,8 @@
 """One GPU case of a foreign kernel, whatever its family: its inputs, the kernel's output, the FP32
 reference and the plain-torch baseline in the kernel's precision. Each call goes to the module of
-the kernel's family (spec.FAMILIES: tilegate.foreign.sparse_mla, tilegate.foreign.dense), which
-holds them; the tiers (tilegate/foreign/tiers.py) and the sanitizer's child call only this."""
+the kernel's family (spec.FAMILIES: tilegate.foreign.sparse_mla, tilegate.foreign.dense,
+tilegate.foreign.paged), which holds them; the tiers (tilegate/foreign/tiers.py) and the
+sanitizer's child call only this."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
 
 
 class Family(Protocol):
-    """What a case family's module holds (spec.FAMILIES, one module each: a new family, paged for
-    one, is a module with these). A case has a ``name``, unique in its family, and a ``kind``."""
+    """What a case family's module holds (spec.FAMILIES, one module each: a new family is a module
+    with these). A case has a ``name``, unique in its family, and a ``kind``."""
 
     FEATURE_OF: dict[str, str]  # case kind -> the capability feature it needs
     DETERMINISM_CASES: tuple[str, ...]  # launched twice, compared bit for bit
@@ -56,10 +57,11 @@ class Family(Protocol):
 
 
 if TYPE_CHECKING:  # mypy checks each family's module against the protocol
-    from tilegate.foreign import dense, sparse_mla
+    from tilegate.foreign import dense, paged, sparse_mla
 
     _SPARSE_MLA: Family = sparse_mla
     _DENSE: Family = dense
+    _PAGED: Family = paged
 
 
 def family_cases(kernel: ForeignKernel) -> list:

@@ -37,8 +37,12 @@ def params(**kwargs: Any) -> Params:
 # The GPU case families a kernel may declare (ForeignKernel.family): name -> the module that holds
 # its cases, inputs, reference and baseline, the capability features they exercise (FEATURE_OF),
 # and what it refuses in an adapter (refusal). tilegate/foreign/gpu.py dispatches on this; a family
-# is one module beside these two.
-FAMILIES = {"sparse-mla": "tilegate.foreign.sparse_mla", "dense": "tilegate.foreign.dense"}
+# is one module beside these.
+FAMILIES = {
+    "sparse-mla": "tilegate.foreign.sparse_mla",
+    "dense": "tilegate.foreign.dense",
+    "paged": "tilegate.foreign.paged",
+}
 # What a finding's ``worst`` may bound (tilegate.foreign.verdicts): the ISA tier's figures (LDS:
 # the lowered figure, never the adapter's estimate) and the numerics tier's max-error ratio.
 WORST_METRICS = frozenset(
@@ -246,10 +250,11 @@ class ForeignKernel:
     at_import: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     # The GPU tiers: the family of cases (FAMILIES), the launcher (its signature is the family's:
-    # sparse-mla (module, inputs, stored inputs) -> output, dense (module, inputs) -> output), and
-    # for sparse-mla the KV storage format (tilegate.foreign.kv_formats), the family's sizes (heads,
-    # topk, d_qk, d_v), and a peer kernel for the benchmark ((inputs, stored) -> output). Dense
-    # cases take their shapes from the gate's own (tilegate.foreign.dense).
+    # sparse-mla (module, inputs, stored inputs) -> output, dense (module, inputs) -> output, paged
+    # a tilegate.foreign.paged.Launchers(extend=..., decode=...) of those), and for sparse-mla the
+    # KV storage format (tilegate.foreign.kv_formats), the family's sizes (heads, topk, d_qk, d_v),
+    # and a peer kernel for the benchmark ((inputs, stored) -> output). Dense and paged cases take
+    # their shapes from the gate's own (tilegate.foreign.dense, tilegate.foreign.paged).
     family: str | None = None
     launcher: Callable | None = None
     kv_format: str = "bfloat16"

@@ -10,7 +10,7 @@ foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
                 is over the budget is an error, and no code object is built; the adapter's
                 estimate (a hint, deciding nothing) must be within 10% of the lowered figure
   isa           the hard rules and the speed proxies against the adapter's ISA expectations
-  numerics      (GPU) the family's cases (sparse-mla, dense: spec.FAMILIES) against FP32,
+  numerics      (GPU) the family's cases (sparse-mla, dense, paged: spec.FAMILIES) against FP32,
                 relative to plain torch in the same precision: the worst of 3 launches, which
                 must agree bit for bit, and nothing written outside the output
   determinism   (GPU) two runs of one case give the same bits

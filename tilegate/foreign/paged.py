@@ -1,0 +1,299 @@
+"""The paged family: SGLang's extend and decode over its token pools (req_to_token), on the gate's
+own paged cases, judged as the gate's own paged kernels are (suite/numerics/test_paged_numerics.py).
+
+Cases: every PagedCase of tilegate.fixtures.paged_cases (EXTEND_CASES: prefill through the pool,
+cached prefixes of 12 to 28986 tokens, ragged batches; DECODE_CASES: 1 to 32768 tokens of
+context, ragged batches; fp16 and bf16; head_dim 64 and 128; GQA 32:8 and 64:8), as
+  random        paged_batch(case): each request's K/V in pool slots scattered over a pool twice the
+                size needed, its req_to_token row one of a table with spare rows. Every pool slot
+                no request names is NaN, slot 0 included, where unused req_to_token entries point:
+                a kernel that reads past a request's context cannot pass.
+  large-logits  the decode cases of LARGE_LOGIT_CASES on large_logit_batch's inputs (q and k x8)
+Reference: references.paged.ref_paged_extend / ref_paged_decode (FP32); baseline:
+baseline_paged_extend (plain torch in q's dtype; a decode is an extend of one token a request, as
+the gate's own test takes it); judge: references.metrics.judge.
+
+An adapter's launcher is a ``Launchers(extend=..., decode=...)``: the phases the kernel launches,
+each ``launcher(module, inputs) -> output`` with ``inputs`` an Inputs. The kernel writes
+``inputs.out`` (NaN until written). A phase left out is a named skip of its cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilegate.fixtures.paged_cases import (
+    DECODE_CASES,
+    EXTEND_CASES,
+    LARGE_LOGIT_CASES,
+    PagedCase,
+    large_logit_batch,
+    paged_batch,
+)
+from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
+
+if TYPE_CHECKING:
+    from tilegate.foreign.spec import ForeignKernel
+
+FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
+KINDS = ("random", "large-logits")
+OUT_PAD_ROWS = 77  # NaN rows past the output, as the dense family pads (tilegate.foreign.dense)
+
+
+@dataclass(frozen=True)
+class Case:
+    paged: PagedCase
+    kind: str
+
+    @property
+    def name(self) -> str:  # the gate's own paged test ids, less the config: ...-ctx57-new57-random
+        return f"{self.paged.name}-{self.kind}"
+
+    @property
+    def phase(self) -> str:
+        return "decode" if self.paged.extend_lens is None else "extend"
+
+
+def all_cases() -> list[Case]:
+    return [
+        *(Case(c, "random") for c in [*EXTEND_CASES, *DECODE_CASES]),
+        *(Case(c, "large-logits") for c in LARGE_LOGIT_CASES),
+    ]
+
+
+def _exercised(phases: tuple[str, ...]) -> dict[str, tuple]:
+    """dtype, head_dim and mask values the cases of ``phases`` run: a kernel declaring more is
+    refused at load (a value no case can judge)."""
+    shapes = [c.paged.shape for c in all_cases() if c.phase in phases]
+    return {
+        "dtype": tuple(sorted({s.dtype for s in shapes})),
+        "head_dim": tuple(sorted({s.head_dim for s in shapes})),
+        "mask": tuple(sorted({"causal" if s.causal else "full" for s in shapes})),
+    }
+
+
+def _named(want: Callable[[Case], bool]) -> tuple[str, ...]:
+    return tuple(c.name for c in all_cases() if want(c))
+
+
+def _fp16_d128(c: Case) -> bool:
+    s = c.paged.shape
+    return (s.dtype, s.head_dim, s.q_heads, c.kind) == ("float16", 128, 32, "random")
+
+
+def _has_prefix(c: Case) -> bool:
+    return c.paged.extend_lens is not None and c.paged.seq_lens != c.paged.extend_lens
+
+
+def _determinism(c: Case) -> bool:
+    """fp16 d128 extends over a cached prefix (below 32768 tokens), and decodes of 3782 tokens or
+    more or of a ragged batch: the gate's own paged tests have no determinism cases of their own."""
+    lens = c.paged.seq_lens
+    if c.phase == "decode":
+        return _fp16_d128(c) and (max(lens) >= 3782 or len(lens) > 1)
+    return _fp16_d128(c) and _has_prefix(c) and max(lens) < 32768
+
+
+DETERMINISM_CASES = _named(_determinism)  # two launches, bit for bit
+_SMALL_EXTEND = "causal-gqa32x8-d128-fp16-ctx57-new57-random"
+_SMALL_DECODE = "causal-gqa32x8-d128-fp16-ctx57-decode-random"
+# Sanitized launches, each a few blocks: 57 tokens of each phase; memcheck also a 1-token context,
+# a ragged decode and the d64 extend over a 3653-token prefix (each request's tail and prefix).
+SANITIZED_CASES = {
+    "memcheck": (
+        _SMALL_EXTEND,
+        "causal-gqa32x8-d64-fp16-ctx57_3782-new57_129-random",
+        _SMALL_DECODE,
+        "causal-gqa32x8-d128-fp16-ctx1-decode-random",
+        "causal-gqa32x8-d128-fp16-ctx1_3782_17-decode-random",
+    ),
+    "racecheck": (_SMALL_EXTEND, _SMALL_DECODE),
+    "initcheck": (_SMALL_EXTEND, _SMALL_DECODE),
+}
+
+
+@dataclass
+class Inputs:
+    """What SGLang's backend hands its attention (tilegate/serving/sglang_backend.py:1-13), the
+    new tokens' K/V already in the pools. Index tensors are int64, as the gate's fixtures give."""
+
+    phase: str  # "extend" or "decode"
+    q: torch.Tensor  # [tokens, q_heads, d]: extend, each request's new tokens back to back;
+    # decode, one token a request
+    k_buffer: torch.Tensor  # [pool_tokens, kv_heads, d]: token_to_kv_pool.get_key_buffer(layer)
+    v_buffer: torch.Tensor
+    req_to_token: torch.Tensor  # [max_reqs, max_context]: pool slot of each request's position
+    req_pool_indices: torch.Tensor  # [batch]: each request's row of req_to_token
+    seq_lens: torch.Tensor  # [batch]: context tokens, the new ones included
+    # extend only (None for decode), as SGLang 0.5.23's ForwardBatch names them
+    # (sglang/srt/model_executor/forward_batch_info.py:666-668): new tokens, cached prefix
+    # (seq_lens - extend_seq_lens) and each request's first row in q
+    extend_seq_lens: torch.Tensor | None
+    extend_prefix_lens: torch.Tensor | None
+    extend_start_loc: torch.Tensor | None
+    out: torch.Tensor  # like q, NaN: the kernel writes it
+    sm_scale: float  # head_dim ** -0.5 (SGLang's layer.scaling)
+    out_buffer: torch.Tensor  # ``out`` is its first rows; OUT_PAD_ROWS rows of NaN follow
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launchers:
+    """The phases a paged kernel launches, by keyword: ``Launchers(decode=my_decode)``. Each is
+    ``launcher(module, inputs) -> output``; the cases of a phase left out are named skips."""
+
+    extend: Callable[[Any, Inputs], torch.Tensor] | None = None
+    decode: Callable[[Any, Inputs], torch.Tensor] | None = None
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+    def __call__(self, module: Any, x: Inputs) -> torch.Tensor:
+        launcher = getattr(self, x.phase)
+        if launcher is None:
+            raise ValueError(f"no {x.phase} launcher: Launchers gives {', '.join(self.phases)}")
+        return launcher(module, x)
+
+
+def _launchers(kernel: ForeignKernel) -> Launchers:
+    assert isinstance(kernel.launcher, Launchers)  # refusal() saw to it
+    return kernel.launcher
+
+
+def refusal(kernel: ForeignKernel) -> str | None:
+    """Why the adapter cannot be judged by this family (ForeignKernel refuses it, naming its
+    line), or None."""
+    usage = "launcher=tilegate.foreign.paged.Launchers(extend=..., decode=...)"
+    if not isinstance(kernel.launcher, Launchers):
+        given = "none" if kernel.launcher is None else f"{kernel.launcher!r}"
+        return (
+            f"family 'paged' takes {usage}, naming the phases the kernel launches (given: "
+            f"{given}); each is launcher(module, inputs) -> output"
+        )
+    launchers = kernel.launcher
+    if not launchers.phases:
+        return f"its Launchers name no phase: give extend=, decode= or both ({usage})"
+    for phase in launchers.phases:
+        if not callable(getattr(launchers, phase)):
+            return f"Launchers({phase}=...) is not callable: give launcher(module, inputs)"
+    if kernel.gpu_shape is not None:
+        return (
+            "family 'paged' takes its shapes from the gate's own cases "
+            "(tilegate/fixtures/paged_cases.py): leave gpu_shape out"
+        )
+    exercised, caps = _exercised(launchers.phases), kernel.capabilities
+    for axis, declared in (
+        ("dtype", caps.dtypes),
+        ("head_dim", caps.head_dims),
+        ("mask", caps.masks),
+    ):
+        unjudged = [v for v in declared if v not in exercised[axis]]
+        if unjudged:
+            return (
+                f"capabilities declare {axis} {unjudged}, which no {'/'.join(launchers.phases)} "
+                f"case of family 'paged' exercises (its {axis}s: "
+                f"{', '.join(map(str, exercised[axis]))}); leave them out"
+            )
+    return None
+
+
+def family_cases(kernel: ForeignKernel) -> list[Case]:
+    return all_cases()
+
+
+def missing(kernel: ForeignKernel, case: Case) -> str | None:
+    """A named skip: a phase the kernel's Launchers leave out, or a dtype, head_dim or mask its
+    capabilities do."""
+    phases = _launchers(kernel).phases
+    if case.phase not in phases:
+        return f"{kernel.name}: its Launchers leave out {case.phase} (given: {', '.join(phases)})"
+    caps, shape = kernel.capabilities, case.paged.shape
+    for axis, value, declared in (
+        ("dtype", shape.dtype, caps.dtypes),
+        ("head_dim", shape.head_dim, caps.head_dims),
+        ("mask", "causal" if shape.causal else "full", caps.masks),
+    ):
+        if value not in declared:
+            return (
+                f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
+                f"{', '.join(map(str, declared))})"
+            )
+    return None
+
+
+def build_of(case: Case) -> str:
+    """The compile-time part of a case (heads, head_dim, dtype: what the gate's own paged kernels
+    fix at build): its tests share an xdist worker, so that each build compiles once."""
+    return f"{case.phase}-{case.paged.shape.name}"
+
+
+def is_slow(case: Case) -> bool:
+    return case.paged.slow
+
+
+def sanitized_by_default(case: Case) -> bool:
+    return case.name in SANITIZED_CASES["memcheck"]
+
+
+def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
+    """The gate's own batch for the case (paged_batch, or large_logit_batch), as SGLang names it."""
+    build = large_logit_batch if case.kind == "large-logits" else paged_batch
+    b = build(case.paged, device)
+    tokens, heads, dim = b.q.shape
+    buffer = b.q.new_full((tokens + OUT_PAD_ROWS, heads, dim), float("nan"))
+    extend = case.phase == "extend"
+    starts = torch.cumsum(b.extend_lens, 0) - b.extend_lens
+    return Inputs(
+        phase=case.phase,
+        q=b.q,
+        k_buffer=b.k_pool,
+        v_buffer=b.v_pool,
+        req_to_token=b.req_to_token,
+        req_pool_indices=b.req_pool_indices,
+        seq_lens=b.seq_lens,
+        extend_seq_lens=b.extend_lens if extend else None,
+        extend_prefix_lens=b.seq_lens - b.extend_lens if extend else None,
+        extend_start_loc=starts if extend else None,
+        out=buffer[:tokens],
+        sm_scale=dim**-0.5,
+        out_buffer=buffer,
+    )
+
+
+def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
+    """One launch into ``x.out``, NaN again first (each launch must write every element), and its
+    output copied out: the launches the tiers compare are two tensors, not one."""
+    x.out.fill_(float("nan"))
+    return _launchers(kernel)(module, x).clone()
+
+
+def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
+    pools = (x.k_buffer, x.v_buffer, x.req_to_token, x.req_pool_indices, x.seq_lens)
+    if x.extend_seq_lens is None:
+        return ref_paged_decode(x.q, *pools, scale=x.sm_scale)
+    return ref_paged_extend(x.q, *pools, x.extend_seq_lens, scale=x.sm_scale)
+
+
+def baseline(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
+    new = x.extend_seq_lens if x.extend_seq_lens is not None else torch.ones_like(x.seq_lens)
+    return baseline_paged_extend(
+        x.q, x.k_buffer, x.v_buffer, x.req_to_token, x.req_pool_indices, x.seq_lens, new
+    )
+
+
+def record_dtype(kernel: ForeignKernel, case: Case) -> str:
+    """The numerics summary's row: the case's dtype, as the gate's own paged tests record."""
+    return case.paged.shape.dtype
+
+
+def stray_writes(x: Inputs) -> str | None:
+    """What the kernel wrote outside its output: the NaN rows past the batch's tokens."""
+    tokens = x.out.shape[0]
+    written = int((~torch.isnan(x.out_buffer[tokens:])).sum().item())
+    if written:
+        return f"the kernel wrote {written} elements past the batch's {tokens} tokens of output"
+    return None
