@@ -279,9 +279,20 @@ def test_each_launch_writes_a_fresh_nan_output_and_is_kept_apart(adapter):
 
     kernel = dataclasses.replace(adapter.KERNELS[0], launcher=paged.Launchers(extend=launcher))
     x = gpu.prepare(kernel, _case(NO_PREFIX), "cpu")
-    first, second = paged.launch(kernel, None, x), paged.launch(kernel, None, x)
+    first, second = gpu.run(kernel, x), gpu.run(kernel, x)
     assert seen == [True, True]
     assert torch.equal(first, x.q) and torch.equal(second, 2 * x.q)
+
+
+def test_a_launcher_that_returns_its_own_tensor_is_refused_naming_the_adapter(adapter):
+    # as the dense family's: the family judges inputs.out, which the NaN fill and the padded
+    # buffer's stray-write check watch, not a tensor of the launcher's own
+    kernel = dataclasses.replace(
+        adapter.KERNELS[0], launcher=paged.Launchers(extend=lambda module, x: x.q.clone())
+    )
+    x = gpu.prepare(kernel, _case(NO_PREFIX), "cpu")
+    with pytest.raises(ForeignKernelError, match=r"\.py:\d+: ForeignKernel .*not inputs\.out"):
+        paged.launch(kernel, None, x)
 
 
 def test_a_paged_finding_is_a_strict_expected_failure_no_worse_than_its_figures(adapter):

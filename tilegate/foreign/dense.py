@@ -33,6 +33,7 @@ from tilegate.fixtures.shapes import (
     nan_padding_cases,
     numerics_cases,
 )
+from tilegate.foreign.outputs import written_output
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 
 if TYPE_CHECKING:
@@ -210,22 +211,9 @@ def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
     """One launch into ``x.out``, NaN again first (each launch must write every element). The
     family judges ``x.out``: a launcher that returns another tensor (its own output, which the NaN
     fill and the padded buffer's check never see) is refused, naming the adapter's line."""
-    from tilegate.foreign.spec import ForeignKernelError
-
     assert kernel.launcher is not None  # refusal() saw to it
     x.out.fill_(float("nan"))
-    got = kernel.launcher(module, x)
-    if got is not None and not (
-        isinstance(got, torch.Tensor)
-        and got.data_ptr() == x.out.data_ptr()
-        and got.shape == x.out.shape
-    ):
-        raise ForeignKernelError(
-            f"{kernel.declared_at}: ForeignKernel {kernel.name!r}: its launcher returned "
-            f"{type(got).__name__} {tuple(getattr(got, 'shape', ()))}, not inputs.out: family "
-            "'dense' judges inputs.out, which the kernel must write; return it, or None"
-        )
-    return x.out
+    return written_output(kernel, "dense", x.out, kernel.launcher(module, x))
 
 
 def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:

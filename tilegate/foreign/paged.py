@@ -34,6 +34,7 @@ from tilegate.fixtures.paged_cases import (
     large_logit_batch,
     paged_batch,
 )
+from tilegate.foreign.outputs import written_output
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
 
 if TYPE_CHECKING:
@@ -265,10 +266,10 @@ def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
 
 
 def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
-    """One launch into ``x.out``, NaN again first (each launch must write every element), and its
-    output copied out: the launches the tiers compare are two tensors, not one."""
+    """One launch into ``x.out``, NaN again first (each launch must write every element); the
+    family judges ``x.out`` (tilegate.foreign.outputs), and gpu.run copies it."""
     x.out.fill_(float("nan"))
-    return _launchers(kernel)(module, x).clone()
+    return written_output(kernel, "paged", x.out, _launchers(kernel)(module, x))
 
 
 def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
