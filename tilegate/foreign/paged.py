@@ -144,7 +144,8 @@ class Inputs:
 @dataclass(frozen=True, kw_only=True)
 class Launchers:
     """The phases a paged kernel launches, by keyword: ``Launchers(decode=my_decode)``. Each is
-    ``launcher(module, inputs) -> output``; the cases of a phase left out are named skips."""
+    ``launcher(module, inputs)``, writing ``inputs.out`` and returning it or None; the cases of a
+    phase left out are named skips."""
 
     extend: Callable[[Any, Inputs], torch.Tensor] | None = None
     decode: Callable[[Any, Inputs], torch.Tensor] | None = None
