@@ -141,18 +141,10 @@ def family_cases(kernel: ForeignKernel) -> list[Case]:
 
 def missing(kernel: ForeignKernel, case: Case) -> str | None:
     """A named skip: the case has a dtype, head_dim or mask the kernel's capabilities leave out."""
-    caps, shape = kernel.capabilities, case.run.shape
-    for axis, value, declared in (
-        ("dtype", shape.dtype, caps.dtypes),
-        ("head_dim", shape.head_dim, caps.head_dims),
-        ("mask", case.mask, caps.masks),
-    ):
-        if value not in declared:
-            return (
-                f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
-                f"{', '.join(map(str, declared))})"
-            )
-    return None
+    shape = case.run.shape
+    return kernel.capabilities.left_out(
+        kernel.name, dtype=shape.dtype, head_dim=shape.head_dim, mask=case.mask
+    )
 
 
 def build_of(case: Case) -> str:

@@ -213,18 +213,11 @@ def missing(kernel: ForeignKernel, case: Case) -> str | None:
     phases = _launchers(kernel).phases
     if case.phase not in phases:
         return f"{kernel.name}: its Launchers leave out {case.phase} (given: {', '.join(phases)})"
-    caps, shape = kernel.capabilities, case.paged.shape
-    for axis, value, declared in (
-        ("dtype", shape.dtype, caps.dtypes),
-        ("head_dim", shape.head_dim, caps.head_dims),
-        ("mask", "causal" if shape.causal else "full", caps.masks),
-    ):
-        if value not in declared:
-            return (
-                f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
-                f"{', '.join(map(str, declared))})"
-            )
-    return None
+    shape = case.paged.shape
+    mask = "causal" if shape.causal else "full"
+    return kernel.capabilities.left_out(
+        kernel.name, dtype=shape.dtype, head_dim=shape.head_dim, mask=mask
+    )
 
 
 def build_of(case: Case) -> str:

@@ -94,6 +94,27 @@ class Capabilities:
     compile_time: tuple[str, ...]  # the problem parameters fixed at build (the rest stay dynamic)
     features: tuple[str, ...] = ()  # optional inputs it takes: "sink", "topk-length"
 
+    def declared(self, axis: str) -> tuple:
+        """The values declared on one of the gate's axes: dtype, head_dim, mask, feature."""
+        return {
+            "dtype": self.dtypes,
+            "head_dim": self.head_dims,
+            "mask": self.masks,
+            "feature": self.features,
+        }[axis]
+
+    def left_out(self, kernel_name: str, **values) -> str | None:
+        """A named skip for the first of ``values`` (axis=value) these capabilities leave out,
+        ``NAME: its capabilities leave out dtype 'float16' (declared: bfloat16)``; or None."""
+        for axis, value in values.items():
+            declared = self.declared(axis)
+            if value not in declared:
+                return (
+                    f"{kernel_name}: its capabilities leave out {axis} {value!r} (declared: "
+                    f"{', '.join(map(str, declared))})"
+                )
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class IsaExpectations:

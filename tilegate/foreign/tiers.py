@@ -176,18 +176,8 @@ def test_foreign_provenance(foreign_kernel, artifacts_dir):
 @pytest.mark.compile
 def test_foreign_capabilities(foreign_axis):
     kernel, axis, value = foreign_axis
-    caps = kernel.capabilities
-    declared = {
-        "dtype": caps.dtypes,
-        "head_dim": caps.head_dims,
-        "mask": caps.masks,
-        "feature": caps.features,
-    }[axis]
-    if value not in declared:
-        missing(
-            f"{kernel.name}: its capabilities leave out {axis} {value!r} (declared: "
-            f"{', '.join(map(str, declared))})"
-        )
+    if reason := kernel.capabilities.left_out(kernel.name, **{axis: value}):
+        missing(reason)
     if axis == "feature":
         feature_of = gpu.features_of(kernel)
         used = [c for c in gpu.family_cases(kernel) if feature_of.get(c.kind) == value]
