@@ -13,7 +13,12 @@ from tilegate.artifacts.records import NumericsRecord, load
 from tilegate.artifacts.render import numerics_by_dtype
 from tilegate.artifacts.writer import record_numerics
 from tilegate.fixtures.inputs import random_qkv
-from tilegate.fixtures.shapes import determinism_cases, nan_padding_cases, numerics_cases
+from tilegate.fixtures.shapes import (
+    adversarial_cases,
+    determinism_cases,
+    nan_padding_cases,
+    numerics_cases,
+)
 from tilegate.foreign import Finding, ForeignKernelError, dense, gpu, params
 from tilegate.foreign.child import child_cases
 from tilegate.foreign.verdicts import KnownFinding, judge_case
@@ -42,6 +47,8 @@ def test_the_cases_are_the_gates_own_numerics_cases(adapter):
     assert len(names) == len(set(names)), "two cases share a test id"
     assert {f"{r.name}-random" for r in numerics_cases()} <= set(names)
     assert {f"{r.name}-nan-padded" for r in nan_padding_cases()} <= set(names)
+    adversarial = {f"{r.name}-{kind}" for r in adversarial_cases() for kind in dense.ADVERSARIAL}
+    assert len(adversarial) == 36 and adversarial <= set(names)
     lengths = {c.run.seq_k for c in gpu.family_cases(adapter.KERNELS[0])}
     assert {1, 17, 127, 3782, 8192, 32768, 3840} <= lengths
     # every twin stands beside the case it is the twin of
@@ -104,6 +111,30 @@ def test_the_judge_tells_a_tail_mask_bug_at_129_keys_from_none_at_128(adapter, n
     x = gpu.prepare(kernel, _case(kernel, name), "cpu")
     ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
     verdict = judge(_tail_unmasked(x, block=32), ref, base)
+    assert verdict.passed is not caught, verdict.explain()
+    assert judge(ref.to(x.q.dtype), ref, base).passed, "the reference, rounded, must pass"
+
+
+def _softmax_without_its_max(x: dense.Inputs) -> torch.Tensor:
+    """What a kernel that exponentiates its scores without subtracting the running max computes,
+    here in FP32 and rounded to the inputs' dtype (causal, bottom-right, as the reference)."""
+    groups = x.q.shape[2] // x.k.shape[2]
+    k = x.k.float().repeat_interleave(groups, dim=2)
+    v = x.v.float().repeat_interleave(groups, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", x.q.float(), k) * x.sm_scale
+    sq, sk = s.shape[-2:]
+    hidden = torch.ones(sq, sk, dtype=torch.bool).triu(sk - sq + 1)
+    p = s.exp().masked_fill(hidden, 0.0)
+    return torch.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdim=True), v).to(x.q.dtype)
+
+
+@pytest.mark.parametrize("kind, caught", [("large-logits", True), ("random", False)])
+def test_the_judge_fails_a_softmax_without_its_max_on_large_logits(adapter, kind, caught):
+    # the adversarial kinds are there for bugs random inputs do not show: this one passes them
+    kernel = adapter.KERNELS[0]
+    x = gpu.prepare(kernel, _case(kernel, f"causal-gqa32x8-d128-fp16-s127-{kind}"), "cpu")
+    ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
+    verdict = judge(_softmax_without_its_max(x), ref, base)
     assert verdict.passed is not caught, verdict.explain()
     assert judge(ref.to(x.q.dtype), ref, base).passed, "the reference, rounded, must pass"
 

@@ -5,31 +5,21 @@ import torch
 from suite_helpers import DEVICE, judged, with_configs
 
 from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits
-from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
-from tilegate.kernels.problem import AttentionShape
+from tilegate.fixtures.shapes import adversarial_cases
 from tilegate.references.attention import ref_attention_lowp
 from tilegate.references.metrics import judge
 
 pytestmark = [pytest.mark.gpu]
 
 
-def _cases(lengths=((127, 127), (3782, 3782), (1, 3782))):
-    return [
-        RunCase(AttentionShape(*LLAMA3_8B, 128, causal, dtype), q, k)
-        for dtype in ("float16", "bfloat16")
-        for causal in (True, False)
-        for q, k in lengths
-    ]
-
-
-@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+@pytest.mark.parametrize("case, cfg", with_configs(adversarial_cases()))
 def test_large_logits_stay_finite_and_accurate(case, cfg, artifacts_dir):
     out, _, verdict = judged(case, cfg, *large_logits(case, DEVICE), artifacts_dir, "large_logits")
     assert torch.isfinite(out).all()
     assert verdict.passed, verdict.explain()
 
 
-@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+@pytest.mark.parametrize("case, cfg", with_configs(adversarial_cases()))
 def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
     q, k, v = dominant_key(case, DEVICE)
     out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "dominant_key")
@@ -40,7 +30,7 @@ def test_dominant_key_selects_its_value(case, cfg, artifacts_dir):
     assert verdict.passed, verdict.explain()
 
 
-@pytest.mark.parametrize("case, cfg", with_configs(_cases()))
+@pytest.mark.parametrize("case, cfg", with_configs(adversarial_cases()))
 def test_identical_keys_average_the_visible_values(case, cfg, artifacts_dir):
     q, k, v = identical_keys(case, DEVICE)
     out, ref, verdict = judged(case, cfg, q, k, v, artifacts_dir, "identical_keys")

@@ -8,6 +8,10 @@ the keys, as in chunked prefill; batches of 2 and 3), as
   nan-padded  the same inputs, in buffers whose rows past seq_q and seq_k hold NaN (the unused K/V
               rows a partial key tile reaches), and the output in a buffer whose rows past seq_q
               hold NaN and must still (the cases of nan_padding_cases())
+  large-logits, dominant-key, identical-keys
+              the gate's adversarial inputs (tilegate.fixtures.inputs), on adversarial_cases():
+              scores of thousands (a softmax without its running max overflows), a one-hot
+              softmax, a uniform one
 and beside each one-sequence 3782-token prefill (seq_q = seq_k) its twin at 3840 tokens (30 blocks
 of 128 keys, 60 of 64: no partial key block), so that a bug in the last key block shows as the
 difference. 3840 is the one length here that is not the gate's own.
@@ -26,9 +30,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tilegate.fixtures.inputs import random_qkv
+from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits, random_qkv
 from tilegate.fixtures.shapes import (
     RunCase,
+    adversarial_cases,
     determinism_cases,
     nan_padding_cases,
     numerics_cases,
@@ -40,7 +45,14 @@ if TYPE_CHECKING:
     from tilegate.foreign.spec import ForeignKernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
-KINDS = ("random", "nan-padded")
+# the adversarial kinds: the generators suite/numerics/test_adversarial.py judges the gate's own
+# prefill kernel on
+ADVERSARIAL = {
+    "large-logits": large_logits,
+    "dominant-key": dominant_key,
+    "identical-keys": identical_keys,
+}
+KINDS = ("random", "nan-padded", *ADVERSARIAL)
 TAIL_TWIN = {3782: 3840}  # a length with a partial last key block -> one with none
 PAD_ROWS = 77  # NaN rows past each sequence: the gate's own NaN-padding test's
 # What the cases exercise: a kernel declaring more is refused at load (a value no case can judge).
@@ -78,6 +90,7 @@ def all_cases() -> list[Case]:
     return [
         *(Case(r, "random") for r in [*runs, *_twins(runs)]),
         *(Case(r, "nan-padded") for r in nan_padding_cases()),
+        *(Case(r, kind) for kind in ADVERSARIAL for r in adversarial_cases()),
     ]
 
 
@@ -187,7 +200,7 @@ def _padded(t: torch.Tensor) -> torch.Tensor:
 
 
 def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
-    q, k, v = random_qkv(case.run, device)
+    q, k, v = ADVERSARIAL.get(case.kind, random_qkv)(case.run, device)
     out = torch.full_like(q, float("nan"))
     if case.kind == "nan-padded":
         if case.run.batch != 1:  # a view of a longer buffer is contiguous for one sequence only
