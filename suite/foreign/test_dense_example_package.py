@@ -7,17 +7,13 @@ target, with the tile sizes the example's own launcher uses."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kernel_package import install_in_fresh_venv, plain_pytest
 
-from tilegate.artifacts.records import FAILED, PASSED, SKIPPED, read_junit
+from tilegate.artifacts.records import FAILED, PASSED, SKIPPED
 from tilegate.foreign.case import ForeignCase
-from tilegate.gfx942.toolchain import cross_prefix
 from tilegate.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "suite" / "dense_kernel"
@@ -25,57 +21,14 @@ NO_GPU = "no GPU: this check runs kernels or compiles for the local GPU"
 
 pytestmark = [
     pytest.mark.nested,  # a fresh venv and wheel builds: minutes of CPU
-    pytest.mark.xdist_group("dense-example-package"),  # one venv, and one pip build at a time
+    pytest.mark.xdist_group("dense-example-package"),  # one worker: the module's venv is built once
 ]
 
 
 @pytest.fixture(scope="module")
 def kernel_repo(tmp_path_factory) -> tuple[Path, Path]:
-    """(python of a fresh venv with the gate and the example installed, a copy of its folder)."""
-    root = tmp_path_factory.mktemp("dense-repo")
-    venv, repo = root / "venv", root / "repo"
-    shutil.copytree(PACKAGE, repo, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-        check=True,
-        timeout=120,
-    )
-    python = venv / "bin" / "python"
-    pip = subprocess.run(
-        [
-            *(str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-compile"),
-            "--no-build-isolation",
-            *(str(REPO_ROOT), str(REPO_ROOT / "testing"), str(repo)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert pip.returncode == 0, pip.stderr[-3000:]
-    shutil.rmtree(repo / "build", ignore_errors=True)
-    return python, repo
-
-
-def _pytest(python: Path, repo: Path, tmp: Path, *args: str):
-    """(exit code, outcomes, log tail) of ``python -m pytest`` in ``repo``, with none of this
-    run's environment that points at the gate's checkout or at this run."""
-    junit = tmp / "junit.xml"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PYTEST_", "TILEGATE_")) and k != "PYTHONPATH"
-    }
-    env |= {"TILEGATE_TOOLCHAIN": str(cross_prefix()), "TILEGATE_CACHE": str(tmp / "cache")}
-    proc = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    outcomes = read_junit(junit) if junit.is_file() else []
-    return proc.returncode, outcomes, proc.stdout[-4000:] + proc.stderr[-2000:]
+    """(python of a fresh venv with the gate and the package installed, a copy of its folder)."""
+    return install_in_fresh_venv(PACKAGE, tmp_path_factory.mktemp("dense-repo"))
 
 
 def _by_kind(outcomes, kind) -> dict[str, str]:
@@ -84,7 +37,7 @@ def _by_kind(outcomes, kind) -> dict[str, str]:
 
 def test_plain_pytest_gates_the_dense_example(kernel_repo, tmp_path):
     python, repo = kernel_repo
-    code, outcomes, log = _pytest(python, repo, tmp_path)
+    code, outcomes, log = plain_pytest(python, repo, tmp_path)
     assert code == 0, log
     passed = _by_kind(outcomes, PASSED)
     for test in (
@@ -105,7 +58,7 @@ def test_plain_pytest_gates_the_dense_example(kernel_repo, tmp_path):
 
 def test_the_planted_tail_mask_variant_builds_and_waits_for_a_gpu(kernel_repo, tmp_path):
     python, repo = kernel_repo
-    code, outcomes, log = _pytest(
+    code, outcomes, log = plain_pytest(
         python,
         repo,
         tmp_path,

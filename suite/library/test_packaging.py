@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernel_package import gate_build_lock
 from packaging.requirements import Requirement
 
 from tilegate.harness.sglang import protocol as proto
@@ -52,23 +53,24 @@ pytestmark = pytest.mark.nested  # fresh venvs and wheel builds: minutes of CPU
 
 
 def _build(source: Path, out: Path) -> Path:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    with gate_build_lock():  # the package tests of suite/foreign build the gate too
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(out),
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = out.glob("*.whl")
     return wheel
