@@ -21,8 +21,9 @@ from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, OWN_MIN_LOAD_OVERLAP
 
 SOURCE = Provenance("sglang.srt.layers.attention.qsa.mqa", package="sglang", version="0.5.23")
 HEADS, DIM, BF16 = 64, 128, "bfloat16"
-# QSA pages are 64 tokens (qwen4_exp.py:92), a compressed page 64 // ratio blocks
-# (mem_cache/qsa_kv_pool.py:162); ratio 4, DeepSeek-V4's indexer default
+# QSA pages are 64 tokens (srt/arg_groups/model_overrides/qwen4_exp.py:92), a compressed page
+# 64 // ratio blocks (mem_cache/qsa_kv_pool.py:162). The ratio is the model config's
+# indexer_compress_ratio (layers/attention/qsa/config.py:53); here 4, DeepSeek-V4's indexer default
 # (layers/attention/deepseek_v4_backend.py:1502, its pages page_size // ratio, :1531): 16
 PAGE = 64 // 4
 BLOCK_Q = max(1, 128 // HEADS)  # mqa.py:406, :504: 128 GEMM columns of rows x heads
