@@ -5,8 +5,9 @@ measured in one process on one GPU, interleaved, as ratios.
                                    [--out artifacts/perf/dense.json]
 
 Per kernel and case (a dense-family case, tilegate/foreign/dense.py: the gate's own numerics case
-and its random inputs): the three run once to compile and warm, then ROUNDS rounds of REPS launches
-each, the three alternating; the table gives each one's median time per launch, the ratios
+and its random inputs): the kernel is timed against each peer with the gate's paired timing
+(tilegate.harness.perf.timing.paired: graph replays alternating, ROUNDS rounds of PAIRS pairs, the
+ratio taken pair by pair); the table gives each one's median time per launch, the ratios
 kernel / gate and kernel / SDPA (< 1: the foreign kernel is faster), and each one's max-error ratio
 against FP32 (the numerics tier's judge). The gate's kernel runs its local default config
 (tilegate.kernels.configs); SDPA is torch's default backend, with the causal mask aligned
@@ -28,12 +29,14 @@ from torch.nn.attention.bias import causal_lower_right
 from tilegate.foreign import gpu
 from tilegate.foreign.case import load_module
 from tilegate.foreign.discover import discover
+from tilegate.harness.perf.timing import paired
 from tilegate.kernels.configs import default_config
 from tilegate.platform import local_target
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
 
-ROUNDS, REPS = 10, 5
+ROUNDS, PAIRS = 5, 5
+PEERS = ("gate", "sdpa")
 CASES = (
     "causal-gqa32x8-d128-fp16-s3782-random",
     "full-gqa32x8-d128-fp16-s3782-random",
@@ -41,16 +44,6 @@ CASES = (
     "causal-gqa32x8-d128-fp16-q3782-k8192-random",
     "causal-gqa32x8-d128-fp16-s32768-random",
 )
-
-
-def _time(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(REPS):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / REPS * 1000  # us a launch
 
 
 def contenders(kernel, case, x) -> dict:
@@ -71,7 +64,7 @@ def contenders(kernel, case, x) -> dict:
         return out.transpose(1, 2)
 
     module = load_module(kernel)
-    return {  # no synchronisation inside: _time waits once for its REPS launches
+    return {  # no synchronisation inside: each is timed as a graph of back-to-back calls
         "kernel": lambda: kernel.launcher(module, x),
         "gate": lambda: flash_attention(shape, cfg, x.q, x.k, x.v, out=gate_out),
         "sdpa": sdpa,
@@ -82,19 +75,23 @@ def bench(kernel, case) -> dict:
     x = gpu.prepare(kernel, case)
     runs = contenders(kernel, case, x)
     ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
-    errs = {name: judge(fn(), ref, base).max_ratio for name, fn in runs.items()}
-    del ref, base  # the 32k reference's memory, before timing
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(ROUNDS):
-        for name, fn in runs.items():
-            times[name].append(_time(fn))
-    med = {name: statistics.median(t) for name, t in times.items()}
+    outs = {"kernel": gpu.run(kernel, x), "gate": runs["gate"](), "sdpa": runs["sdpa"]()}
+    errs = {name: judge(out, ref, base).max_ratio for name, out in outs.items()}
+    del ref, base, outs  # the 32k reference's memory, before timing
+    # the gate's paired timing (tilegate.harness.perf.timing): the kernel against each peer in
+    # alternating graph replays, the ratio taken pair by pair
+    vs = {peer: paired(runs["kernel"], runs[peer], rounds=ROUNDS, pairs=PAIRS) for peer in PEERS}
+    us = {
+        "kernel": statistics.median(vs["gate"].kernel_ms) * 1000,
+        **{peer: statistics.median(t.peer_ms) * 1000 for peer, t in vs.items()},
+    }
     return {
         "kernel": kernel.name,
         "case": case.name,
-        **{f"{name}_us": round(us, 1) for name, us in med.items()},
-        "vs_gate": round(med["kernel"] / med["gate"], 3),
-        "vs_sdpa": round(med["kernel"] / med["sdpa"], 3),
+        **{f"{name}_us": round(v, 1) for name, v in us.items()},
+        # kernel time over the peer's: below 1, the kernel is faster
+        **{f"vs_{peer}": round(1 / t.ratio, 3) for peer, t in vs.items()},
+        "graphed": all(t.graphed for t in vs.values()),
         **{f"{name}_max_ratio": round(e, 3) for name, e in errs.items()},
     }
 
@@ -124,7 +121,12 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
-            {"device": torch.cuda.get_device_name(), "rounds": ROUNDS, "reps": REPS, "rows": rows},
+            {
+                "device": torch.cuda.get_device_name(),
+                "rounds": ROUNDS,
+                "pairs": PAIRS,
+                "rows": rows,
+            },
             indent=1,
         )
     )
