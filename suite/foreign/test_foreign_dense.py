@@ -12,7 +12,7 @@ import torch
 from tilegate.artifacts.records import NumericsRecord, load
 from tilegate.artifacts.render import numerics_by_dtype
 from tilegate.artifacts.writer import record_numerics
-from tilegate.fixtures.inputs import random_qkv
+from tilegate.fixtures.inputs import NAN_PAD_ROWS, random_qkv
 from tilegate.fixtures.shapes import (
     adversarial_cases,
     determinism_cases,
@@ -80,7 +80,7 @@ def test_nan_padded_inputs_hold_the_random_values_and_nan_past_each_sequence(ada
     for view in (x.q, x.k, x.v):
         assert view.is_contiguous() and view._base is not None
         assert torch.isnan(view._base[:, view.shape[1] :]).all()
-        assert view._base.shape[1] == view.shape[1] + dense.PAD_ROWS
+        assert view._base.shape[1] == view.shape[1] + NAN_PAD_ROWS
     assert torch.isnan(x.out_buffer).all() and x.out.data_ptr() == x.out_buffer.data_ptr()
     assert gpu.stray_writes(kernel, x) is None
     x.out_buffer[0, 129 + 3, 5, 7] = 1.0  # one element past seq_q, as a tile that writes past it

@@ -4,7 +4,7 @@ import pytest
 import torch
 from suite_helpers import DEVICE, judged, local_default_config, with_configs
 
-from tilegate.fixtures.inputs import random_qkv
+from tilegate.fixtures.inputs import nan_padded, random_qkv
 from tilegate.fixtures.shapes import (
     RunCase,
     determinism_cases,
@@ -32,18 +32,6 @@ def test_memory_past_the_sequence_is_never_read_or_written(case, cfg):
     # Symptom this catches: a partial tile that loads past seq_k (or writes past seq_q).
     q, k, v = random_qkv(case, DEVICE)
     expected = flash_attention(case.shape, cfg, q, k, v)
-    pad = 77
-
-    def nan_padded(t):
-        big = torch.full(
-            (t.shape[0], t.shape[1] + pad, *t.shape[2:]),
-            float("nan"),
-            dtype=t.dtype,
-            device=t.device,
-        )
-        big[:, : t.shape[1]] = t
-        return big
-
     qb, kb, vb = nan_padded(q), nan_padded(k), nan_padded(v)
     outb = torch.full_like(qb, float("nan"))
     n_q, n_k = case.seq_q, case.seq_k

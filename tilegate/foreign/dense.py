@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tilegate.fixtures.inputs import dominant_key, identical_keys, large_logits, random_qkv
+from tilegate.fixtures.inputs import (
+    dominant_key,
+    identical_keys,
+    large_logits,
+    nan_padded,
+    random_qkv,
+)
 from tilegate.fixtures.shapes import (
     RunCase,
     adversarial_cases,
@@ -54,7 +60,6 @@ ADVERSARIAL = {
 }
 KINDS = ("random", "nan-padded", *ADVERSARIAL)
 TAIL_TWIN = {3782: 3840}  # a length with a partial last key block -> one with none
-PAD_ROWS = 77  # NaN rows past each sequence: the gate's own NaN-padding test's
 # What the cases exercise: a kernel declaring more is refused at load (a value no case can judge).
 EXERCISED = {
     "dtype": tuple(sorted({c.shape.dtype for c in numerics_cases()})),
@@ -188,15 +193,8 @@ class Inputs:
 
 
 def _padded(t: torch.Tensor) -> torch.Tensor:
-    """A view of ``t``'s values at the start of a buffer PAD_ROWS rows longer, filled with NaN."""
-    big = torch.full(
-        (t.shape[0], t.shape[1] + PAD_ROWS, *t.shape[2:]),
-        float("nan"),
-        dtype=t.dtype,
-        device=t.device,
-    )
-    big[:, : t.shape[1]] = t
-    return big[:, : t.shape[1]]
+    """A view of ``t``'s values at the start of a NaN-padded buffer (inputs.nan_padded)."""
+    return nan_padded(t)[:, : t.shape[1]]
 
 
 def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tilegate.fixtures.inputs import NAN_PAD_ROWS
 from tilegate.fixtures.paged_cases import (
     DECODE_CASES,
     EXTEND_CASES,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
 KINDS = ("random", "large-logits")
-OUT_PAD_ROWS = 77  # NaN rows past the output, as the dense family pads (tilegate.foreign.dense)
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Inputs:
     extend_start_loc: torch.Tensor | None
     out: torch.Tensor  # like q, NaN: the kernel writes it
     sm_scale: float  # head_dim ** -0.5 (SGLang's layer.scaling)
-    out_buffer: torch.Tensor  # ``out`` is its first rows; OUT_PAD_ROWS rows of NaN follow
+    out_buffer: torch.Tensor  # ``out`` is its first rows; NAN_PAD_ROWS rows of NaN follow
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +239,7 @@ def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
     build = large_logit_batch if case.kind == "large-logits" else paged_batch
     b = build(case.paged, device)
     tokens, heads, dim = b.q.shape
-    buffer = b.q.new_full((tokens + OUT_PAD_ROWS, heads, dim), float("nan"))
+    buffer = b.q.new_full((tokens + NAN_PAD_ROWS, heads, dim), float("nan"))
     extend = case.phase == "extend"
     starts = torch.cumsum(b.extend_lens, 0) - b.extend_lens
     return Inputs(
