@@ -316,17 +316,19 @@ _GFX942_DECODE = (
 )
 # sm90: gathering a block ahead into registers (prefetch_kv) took decode from 1.6-1.8 to 3.2-3.7
 # TB/s (across runs). Up to 16 splits: a batch of one request still fills 128 of the 132 SMs (8 KV
-# heads x 16). Split counts swept on the H200 (issue 36, graph-replayed against SDPA): n64w2 was
-# within 4% of its best at every batch and context with 8 workgroups per SM (batch 32 x 1024-1536:
-# 8 splits, 39-52 us; batch 64: 4; 8 x 32768: 16), where 16 splits for all cost 35% at batch 32 x
-# 1024. n128w4 kept the default 4.
+# heads x 16). Split counts swept on the H200 with the corrected kernel (issue 36; docs/perf.md,
+# "Split counts"; graph-replayed against SDPA in one process): at batch 32, 1 or 2 splits were the
+# fastest at every context from 128 to 8192 tokens (2 at 2048 and over), and 8 splits cost 7-18%
+# (48.0 us against 40.8 at 1024 tokens). So n64w2 takes the fewest splits that give 2 workgroups
+# per SM: 2 at batch 32, 1 from 64. (An earlier sweep chose 8 a SM with a miscompiled build that
+# read half the keys.) n128w4 keeps the default 4: not swept since.
 _SM90_DECODE = (
     DecodeConfig(
         "n64w2s16-pf",
         block_n=64,
         threads=64,
         num_splits=16,
-        workgroups_per_unit=8,
+        workgroups_per_unit=2,
         prefetch_kv=True,
     ),
     DecodeConfig("n128w4s8-pf", block_n=128, threads=128, num_splits=8, prefetch_kv=True),

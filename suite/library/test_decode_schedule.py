@@ -8,14 +8,14 @@ from tilegate.kernels.configs import DECODE_TABLES, GFX942, ConfigError, DecodeC
 from tilegate.kernels.problem import AttentionShape
 from tilegate.serving.decode_schedule import decode_splits, is_power_of_two
 
-N64 = DECODE_TABLES["sm90"][128][0]  # 8 workgroups per unit, at most 16 splits
+N64 = DECODE_TABLES["sm90"][128][0]  # 2 workgroups per unit, at most 16 splits
 H200_SMS, MI300X_CUS = 132, 304
 
 
 @pytest.mark.parametrize(
     "batch, splits",
-    # 8 KV heads: batch x 8 x splits workgroups for 8 x 132 wanted, rounded up to a power of two
-    [(1, 16), (8, 16), (16, 16), (32, 8), (64, 4), (128, 2), (132, 1), (256, 1)],
+    # 8 KV heads: batch x 8 x splits workgroups for 2 x 132 wanted, rounded up to a power of two
+    [(1, 16), (8, 8), (16, 4), (32, 2), (64, 1), (128, 1), (132, 1), (256, 1)],
 )
 def test_splits_fill_the_device_and_no_more(batch, splits):
     assert decode_splits(batch, 8, N64, H200_SMS) == splits
