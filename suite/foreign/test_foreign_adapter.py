@@ -263,6 +263,42 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
     assert case.cache_key() != key
 
 
+@pytest.mark.compile
+def test_a_config_whose_threads_are_not_the_kernels_is_refused(builder, tmp_path):
+    """Symptom: Config(threads=256) over a factory that launches 128 (its threads keyword left at
+    its default) passed the ISA tier at 2.00 waves per SIMD, twice the kernel's 1.00: the tier
+    counts waves from the adapter's threads. Fix: the compile and ISA tiers hold them to the code
+    object's .max_flat_workgroup_size, naming the adapter's line."""
+    from tilegate.foreign.tiers import check_threads
+
+    source = tmp_path / "scores_threads.py"
+    source.write_text(
+        (REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text()
+    )
+    config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=256)
+    kernel = ForeignKernel(
+        name="threads",
+        provenance=Provenance("tilegate_test_scores_threads", path=str(source)),
+        factory="scores",
+        configs={"gfx942": (config,)},
+        problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),),
+        capabilities=Capabilities(
+            dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=()
+        ),
+        isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
+        lds_estimate=lambda p, c: 32768,
+    )
+    case = ForeignCase.of(kernel, kernel.problems[0], config, "gfx942")
+    obj = builder.code_object(case)
+    with pytest.raises(
+        ForeignKernelError,
+        match=r"config m64n64 declares threads=256, and its code object launches 128 .*"
+        r"test_foreign_adapter\.py:\d+",
+    ):
+        check_threads(case, obj)
+    check_threads(dataclasses.replace(case, cfg=dataclasses.replace(config, threads=128)), obj)
+
+
 def test_every_family_module_holds_what_the_tiers_call():
     # a new family (paged, next) is one module: what it lacks is named here, not at a GPU launch
     import importlib

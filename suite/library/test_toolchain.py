@@ -15,7 +15,25 @@ def test_missing_cross_prefix_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(tc, "_rocm_toolchain", lambda: None)
     tc.find_toolchain.cache_clear()
     try:
-        with pytest.raises(tc.ToolchainMissing, match="install-gfx942-toolchain.sh"):
+        with pytest.raises(
+            tc.ToolchainMissing,
+            match=r"nowhere \(\$TILEGATE_TOOLCHAIN\);.*install-gfx942-toolchain",
+        ):
+            tc.find_toolchain()
+    finally:
+        tc.find_toolchain.cache_clear()
+
+
+def test_a_missing_default_prefix_names_tilegate_toolchain(monkeypatch, tmp_path):
+    # Symptom: a gate installed into a kernel package's venv looked in its site-packages'
+    # .toolchain/gfx942 and said to run scripts/install-gfx942-toolchain.sh or set ROCM_PATH,
+    # never naming TILEGATE_TOOLCHAIN, the one setting that finds a checkout's prepared toolchain.
+    monkeypatch.delenv("TILEGATE_TOOLCHAIN", raising=False)
+    monkeypatch.setattr(tc, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(tc, "_rocm_toolchain", lambda: None)
+    tc.find_toolchain.cache_clear()
+    try:
+        with pytest.raises(tc.ToolchainMissing, match="set TILEGATE_TOOLCHAIN to a complete"):
             tc.find_toolchain()
     finally:
         tc.find_toolchain.cache_clear()

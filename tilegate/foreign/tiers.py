@@ -8,7 +8,8 @@ foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
                 declares is built by some problem or run by some case
   compile       gfx942 lowering and code object per problem x config; a config whose lowered LDS
                 is over the budget is an error, and no code object is built; the adapter's
-                estimate (a hint, deciding nothing) must be within 10% of the lowered figure
+                estimate (a hint, deciding nothing) must be within 10% of the lowered figure;
+                the code object launches the threads the config declares
   isa           the hard rules and the speed proxies against the adapter's ISA expectations
   numerics      (GPU) the family's cases (sparse-mla, dense, paged: spec.FAMILIES) against FP32,
                 relative to plain torch in the same precision: the worst of 3 launches, which
@@ -34,7 +35,7 @@ from tilegate.foreign import gpu
 from tilegate.foreign.case import ForeignCase, cases, load_module
 from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.discover import discover, origin_of
-from tilegate.foreign.spec import ForeignKernel
+from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
 from tilegate.foreign.verdicts import (
     KnownFinding,
     estimate_off,
@@ -44,7 +45,7 @@ from tilegate.foreign.verdicts import (
     lowering_finding,
     over_budget,
 )
-from tilegate.gfx942.isa import LDS_PER_CU
+from tilegate.gfx942.isa import LDS_PER_CU, launch_threads
 from tilegate.gfx942.isa_checks import (
     check_all,
     check_lds_read_width,
@@ -201,7 +202,9 @@ def test_foreign_compile(builder, foreign_case):
     assert not findings, (
         f"{case.name}: its LDS-budget finding no longer holds: lowered {lds} B, within {LDS_PER_CU}"
     )
-    assert builder.code_object(case).hsaco.is_file()
+    obj = builder.code_object(case)
+    check_threads(case, obj)
+    assert obj.hsaco.is_file()
 
 
 @pytest.mark.isa
@@ -212,6 +215,7 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
     lds = builder.lowered(case).lds_bytes
     if over := over_budget(case, lds):
         judge_build(kernel, findings, over, isa_metrics(case, lds, None))
+    check_threads(case, builder.code_object(case))
     report = builder.isa_reading(case)
     write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     isa = kernel.isa
@@ -231,6 +235,20 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
         *check_latency_proxies(report, isa, case.name),
     ]
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
+
+
+def check_threads(case: ForeignCase, obj) -> None:
+    """The config's threads are the ones its code object launches: the ISA tier counts waves per
+    SIMD from them, and the factory takes its own (a keyword in the config's kwargs, or its
+    default), which the gate does not read."""
+    built = launch_threads(obj)
+    if built is not None and built != case.cfg.threads:
+        raise ForeignKernelError(
+            f"{case.name}: config {case.cfg.name} declares threads={case.cfg.threads}, and its "
+            f"code object launches {built} (.max_flat_workgroup_size, T.Kernel's threads); the "
+            f"adapter at {case.kernel.declared_at}: give the Config the threads the factory "
+            "launches (waves per SIMD are counted from them)"
+        )
 
 
 def check_latency_proxies(report, isa, what: str) -> list:

@@ -153,6 +153,13 @@ def _kernel_fields(notes: str) -> dict[str, str]:
     return fields
 
 
+def launch_threads(obj: CodeObject) -> int | None:
+    """The workgroup size the kernel is compiled for: its .max_flat_workgroup_size, TileLang's
+    __launch_bounds__ (T.Kernel's threads). None where the notes do not say."""
+    size = _kernel_fields(obj.notes.read_text()).get("max_flat_workgroup_size")
+    return int(size) if size is not None else None
+
+
 def read_code_object(obj: CodeObject, dynamic_lds_bytes: int, threads: int) -> IsaReading:
     notes, header = obj.notes.read_text(), obj.elf_header.read_text()
     fields = _kernel_fields(notes)

@@ -25,7 +25,8 @@ from tilegate.paths import REPO_ROOT
 # which compiles as xnack on (more VGPRs, lower occupancy than the device gets).
 GFX942_TARGET_ID = "gfx942:sramecc+:xnack-"
 INSTALL_HINT = (
-    "run scripts/install-gfx942-toolchain.sh (Debian 12) or set ROCM_PATH to a ROCm install"
+    "run a tilegate checkout's scripts/install-gfx942-toolchain.sh [PREFIX] (Debian 12) or set "
+    "ROCM_PATH to a ROCm install"
 )
 # hipcc passes these to ROCm's clang; the cross build passes them too, so both inline alike.
 ROCM_LLVM_FLAGS = (
@@ -164,8 +165,16 @@ def _debian_cross_toolchain() -> Toolchain:
             f"gfx942 cross toolchain: {', '.join(missing)} not on PATH; {INSTALL_HINT}"
         )
     if not (prefix / ".complete").is_file():
+        where = (
+            "$TILEGATE_TOOLCHAIN"
+            if "TILEGATE_TOOLCHAIN" in os.environ
+            else "the default beside the tilegate package, as in a checkout; a tilegate installed "
+            "into a venv has none there: set TILEGATE_TOOLCHAIN to a complete prefix, as a "
+            "checkout's .toolchain/gfx942 after its scripts/setup.sh"
+        )
         raise ToolchainMissing(
-            f"gfx942 cross toolchain: HIP headers/device libs not in {prefix}; {INSTALL_HINT}"
+            f"gfx942 cross toolchain: HIP headers/device libs not in {prefix} ({where}); "
+            f"{INSTALL_HINT}"
         )
     usr = prefix / "usr"
     flags = (
