@@ -51,6 +51,7 @@ from tilegate.gfx942.isa_checks import (
     check_max_barriers,
     check_min_load_overlap,
     check_min_waves,
+    check_without_loop,
 )
 from tilegate.testing.skips import missing, nothing_to_run
 
@@ -228,13 +229,18 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
             isa.waves_floor(case.problem.head_dim),
             f"{case.name} (head_dim {case.problem.head_dim})",
         ),
-        *check_latency_proxies(report, isa, case.name),
+        *check_latency_proxies(report, isa, case),
     ]
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
 
 
-def check_latency_proxies(report, isa, what: str) -> list:
-    """The adapter's latency expectations, those it declares (None: not judged)."""
+def check_latency_proxies(report, isa, case: ForeignCase) -> list:
+    """The adapter's latency expectations, those it declares (None: not judged), on the build's
+    inner loop: where there is none they cannot be judged, and fail, unless the adapter declares
+    the build without one (isa.without_loop), which then must have none."""
+    what = case.name
+    if (case.problem.name, case.cfg.name) in isa.without_loop:
+        return check_without_loop(report, what)
     return [
         *(
             check_min_load_overlap(report, isa.min_load_overlap, what)
