@@ -2,7 +2,8 @@
 overlap and a ceiling on barriers per iteration, measured as the gate's own kernels' are
 (tilegate/gfx942/latency.py), judged by the ISA tier, and known as findings with worst figures.
 The key-loop kernel of suite/foreign/latency/key_loop.py (loaded by path), built for gfx942 on the
-CPU: with K loaded in the loop (waited for before its MFMAs) and hoisted out of it."""
+CPU: with K loaded in the loop (waited for before its MFMAs), hoisted out of it, and with one key
+block and no loop at all."""
 
 import pytest
 
@@ -30,24 +31,27 @@ SOURCE = REPO_ROOT / "suite" / "foreign" / "latency" / "key_loop.py"
 PROBLEM = Problem("d128", dtype="bfloat16", head_dim=128, mask="full", args=(128,))
 
 
-def _config(name: str, k_in_loop: bool) -> Config:
-    return Config(name, kwargs=params(block_n=64, threads=128, k_in_loop=k_in_loop), threads=128)
+def _config(name: str, k_in_loop: bool, **loop) -> Config:
+    kwargs = params(block_n=64, threads=128, k_in_loop=k_in_loop, **loop)
+    return Config(name, kwargs=kwargs, threads=128)
 
 
 IN_LOOP, HOISTED = _config("k-in-loop", True), _config("k-hoisted", False)
+ONE_BLOCK = _config("one-block", False, loop=False)
 
 
 def _case(
     cfg: Config,
     *findings: Finding,
-    overlap: float = OWN_MIN_LOAD_OVERLAP,
-    barriers: int = OWN_MAX_BARRIERS,
+    overlap: float | None = OWN_MIN_LOAD_OVERLAP,
+    barriers: int | None = OWN_MAX_BARRIERS,
+    without_loop: frozenset = frozenset(),
 ) -> ForeignCase:
     kernel = ForeignKernel(
         name="loop-scores",
         provenance=Provenance("tilegate_test_loop_scores", path=str(SOURCE)),
         factory="scores",
-        configs={"gfx942": (IN_LOOP, HOISTED)},
+        configs={"gfx942": (IN_LOOP, HOISTED, ONE_BLOCK)},
         problems=(PROBLEM,),
         capabilities=Capabilities(
             dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=()
@@ -58,6 +62,7 @@ def _case(
             min_waves_per_simd=1.0,
             min_load_overlap=overlap,
             max_barriers_per_iteration=barriers,
+            without_loop=without_loop,
         ),
         lds_estimate=lambda p, c: (64 + 64) * 128 * 2,
         findings=findings,
@@ -100,6 +105,60 @@ def test_a_kernel_that_misses_a_latency_expectation_fails_naming_figure_and_expe
     # met: the same build at its own figures, and the hoisted one at the gate's standard
     isa_tier(builder, artifacts_dir, _case(IN_LOOP, overlap=0.0, barriers=in_loop.barriers))
     isa_tier(builder, artifacts_dir, _case(HOISTED))
+
+
+def test_a_latency_expectation_on_a_build_without_a_loop_fails_naming_the_build(
+    builder, artifacts_dir
+):
+    # Symptom: an adapter's min_load_overlap and max_barriers_per_iteration passed on a build
+    # with no inner loop: nothing was measured, so nothing could miss. Fix: the ISA tier fails
+    # the build, saying the expectation cannot be judged, as a golden figure that is gone fails.
+    name = "loop-scores-d128-one-block"
+    assert builder.isa_reading(_case(ONE_BLOCK)).inner_loop_cycles is None  # no loop found
+    with pytest.raises(AssertionError) as info:
+        isa_tier(builder, artifacts_dir, _case(ONE_BLOCK))
+    assert not isinstance(info.value, KnownFinding)
+    message = str(info.value)
+    for expectation in (
+        f"min_load_overlap {OWN_MIN_LOAD_OVERLAP}",
+        f"max_barriers_per_iteration {OWN_MAX_BARRIERS}",
+    ):
+        assert (
+            f"inner-loop: {expectation} cannot be judged at {name}: its gfx942 code object has "
+            "no inner loop (no backward branch"
+        ) in message
+    # one expectation declared is one violation; none declared, nothing to judge
+    with pytest.raises(AssertionError, match="inner-loop: min_load_overlap 0.5 cannot") as info:
+        isa_tier(builder, artifacts_dir, _case(ONE_BLOCK, overlap=0.5, barriers=None))
+    assert "max_barriers_per_iteration" not in str(info.value)
+    isa_tier(builder, artifacts_dir, _case(ONE_BLOCK, overlap=None, barriers=None))
+
+
+def test_a_build_declared_without_a_loop_is_spared_and_must_have_none(builder, artifacts_dir):
+    # a key loop of one trip the compiler unrolled (SGLang's partials at inner_iter 1): declared,
+    # the build is not judged on the loop's proxies; declared of a build with a loop, it fails
+    isa_tier(builder, artifacts_dir, _case(ONE_BLOCK, without_loop=_built(ONE_BLOCK)))
+    with pytest.raises(AssertionError) as info:
+        isa_tier(builder, artifacts_dir, _case(HOISTED, without_loop=_built(HOISTED)))
+    assert (
+        "inner-loop: loop-scores-d128-k-hoisted is declared without an inner loop "
+        "(IsaExpectations.without_loop), and its gfx942 code object has one"
+    ) in str(info.value)
+
+
+def _built(cfg: Config) -> frozenset:
+    return frozenset({(PROBLEM.name, cfg.name)})
+
+
+def test_without_loop_names_builds_of_the_kernel_and_spares_declared_expectations():
+    where = r"test_foreign_latency_proxies.py:\d+: "
+    with pytest.raises(ForeignKernelError, match=where) as info:
+        _case(ONE_BLOCK, without_loop=frozenset({("d128", "one-blok")}))
+    assert "isa.without_loop names [('d128', 'one-blok')], which are not (problem, config)" in str(
+        info.value
+    )
+    with pytest.raises(ForeignKernelError, match=where + "IsaExpectations: without_loop spares"):
+        _case(ONE_BLOCK, overlap=None, barriers=None, without_loop=_built(ONE_BLOCK))
 
 
 def _finding(not_overlapped: int, barriers: int) -> Finding:

@@ -100,7 +100,12 @@ def test_the_cases_are_the_gates_own_paged_cases():
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "two cases share a test id"
     random = [c.paged for c in cases if c.kind == "random"]
-    assert random == [*EXTEND_CASES, *DECODE_CASES]
+    gates = len(EXTEND_CASES) + len(DECODE_CASES)
+    assert random[:gates] == [*EXTEND_CASES, *DECODE_CASES]
+    # then the sanitizer cases of the other builds (bf16 d128, fp16 d64) that are not the gate's
+    derived = {c.name for c in cases[gates + len(LARGE_LOGIT_CASES) :]}
+    assert derived and derived <= set(paged.SANITIZED_CASES["memcheck"])
+    assert not any("-d128-fp16-" in n for n in derived)
     assert [c.paged for c in cases if c.kind == "large-logits"] == LARGE_LOGIT_CASES
     assert {c.phase for c in cases if c.paged in EXTEND_CASES} == {"extend"}
     assert {c.phase for c in cases if c.paged in DECODE_CASES} == {"decode"}
@@ -223,10 +228,11 @@ def test_writes_past_the_output_are_stray(adapter):
 def test_the_sanitizer_child_runs_the_phases_the_kernel_launches(adapter):
     extend, decode = (_kernel(adapter, f"paged-self-{p}-fp16") for p in ("extend", "decode"))
     racecheck = paged.SANITIZED_CASES["racecheck"]
-    assert [c.phase for c in child_cases(extend, racecheck)] == ["extend"]
-    assert [c.phase for c in child_cases(decode, racecheck)] == ["decode"]
+    # fp16 at d128 and d64: a case of each
+    assert [c.phase for c in child_cases(extend, racecheck)] == ["extend", "extend"]
+    assert [c.phase for c in child_cases(decode, racecheck)] == ["decode", "decode"]
     memcheck = {c.name for c in child_cases(extend)} | {c.name for c in child_cases(decode)}
-    assert memcheck == set(paged.SANITIZED_CASES["memcheck"])
+    assert memcheck == {n for n in paged.SANITIZED_CASES["memcheck"] if "-fp16-" in n}
 
 
 def _launch(module, x):  # a stand-in for the launch protocol, not for a kernel
@@ -259,6 +265,22 @@ def test_what_no_paged_case_exercises_is_refused_at_the_adapters_line(adapter, c
             kernel, capabilities=dataclasses.replace(kernel.capabilities, **caps), **rest
         )
     assert f"{__file__}:" in str(info.value) and refused in str(info.value)
+
+
+def test_a_problem_no_paged_case_runs_is_refused_at_the_adapters_line(adapter):
+    # Symptom: a bf16 d64 problem passed each axis's check (bf16 and d64 are both exercised),
+    # and no case runs the pair: its build skipped every GPU case. Fix: refused, as in dense.
+    kernel = _kernel(adapter, "paged-self-extend-fp16")
+    bf16_d64 = dataclasses.replace(
+        kernel.problems[-1], name="d64-bf16", dtype="bfloat16", head_dim=64
+    )
+    caps = dataclasses.replace(kernel.capabilities, dtypes=("bfloat16", "float16"))
+    with pytest.raises(ForeignKernelError) as info:
+        dataclasses.replace(kernel, problems=(*kernel.problems, bf16_d64), capabilities=caps)
+    assert f"{__file__}:" in str(info.value)
+    assert "problems ['d64-bf16'] have a dtype and head_dim that no extend case of family " in str(
+        info.value
+    )
 
 
 def test_launchers_take_keywords_and_refuse_a_phase_they_lack(adapter):

@@ -154,6 +154,21 @@ def test_a_load_overlap_floor_of_one_fails_on_one_load_in_thousands():
     (miss,) = check_min_load_overlap(one_late, 1.0, "k")
     assert miss.rule == "load-overlap"
     assert miss.detail.startswith("0.999 at k, want >= 1.0: 1 of the inner loop's 3000 loads")
-    assert not check_min_load_overlap(SimpleNamespace(latency=NO_PROXIES), 1.0, "k"), "no loop"
     (over,) = check_max_barriers(SimpleNamespace(latency=LatencyProxies(0, 0, 14, 0)), 13, "k")
     assert over.detail == "14 s_barrier per iteration of the inner loop at k, want <= 13"
+
+
+def test_a_latency_expectation_without_a_loop_is_a_violation_not_a_pass():
+    # Symptom: with no inner loop the proxies read 0 loads and 0 barriers, so a floor on overlap
+    # and a ceiling on barriers both passed, judging nothing. Fix: each says it cannot be judged.
+    no_loop = SimpleNamespace(latency=NO_PROXIES)  # latency_proxies(None): no loop found
+    (floor,) = check_min_load_overlap(no_loop, 1.0, "k")
+    (ceiling,) = check_max_barriers(no_loop, 13, "k")
+    assert (floor.rule, ceiling.rule) == ("inner-loop", "inner-loop")
+    assert floor.detail.startswith("min_load_overlap 1.0 cannot be judged at k: its gfx942 code")
+    assert ceiling.detail.startswith("max_barriers_per_iteration 13 cannot be judged at k")
+    # a loop with no load and no barrier (K hoisted out of it) meets both
+    empty_loop = SimpleNamespace(latency=latency_proxies([MFMA]))
+    assert empty_loop.latency.loads == empty_loop.latency.barriers == 0
+    assert not check_min_load_overlap(empty_loop, 1.0, "k")
+    assert not check_max_barriers(empty_loop, 0, "k")

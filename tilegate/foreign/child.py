@@ -7,7 +7,8 @@ MODULE[:ATTR] is where discovery found the kernel (tilegate.foreign.discover.ori
 is one launch, announced on a progress line; the last line is the sanitizer protocol's DONE. With
 no CASE: the family's cases its sanitized_by_default picks (sparse-mla: every case below 1024
 tokens; under memcheck the 8192-token ones take minutes). Cases the kernel's capabilities leave
-out, and cases a known lowering finding covers here, are not run.
+out, and cases a known lowering finding covers here, are not run; a CASE that no case of the
+family carries is an error naming it (a typo would otherwise run nothing and print DONE).
 """
 
 from __future__ import annotations
@@ -20,20 +21,27 @@ from tilegate.foreign.spec import ForeignKernel
 from tilegate.harness.sanitize import protocol
 
 
-def chosen_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
-    """The family's cases named in ``wanted``, or (none named) those it sanitizes by default."""
+def chosen_cases(
+    kernel: ForeignKernel, wanted: tuple[str, ...] = (), named_by: str = "the child's arguments"
+) -> list:
+    """The family's cases named in ``wanted``, or (none named) those it sanitizes by default. A
+    name no case carries is an error (gpu.UnknownCase) naming it and ``named_by``."""
+    if wanted:
+        return gpu.named_cases(kernel, wanted, named_by)
     by_default = kernel.family_module().sanitized_by_default
-    return [c for c in gpu.family_cases(kernel) if (c.name in wanted if wanted else by_default(c))]
+    return [c for c in gpu.family_cases(kernel) if by_default(c)]
 
 
-def child_cases(kernel: ForeignKernel, wanted: tuple[str, ...] = ()) -> list:
+def child_cases(
+    kernel: ForeignKernel, wanted: tuple[str, ...] = (), named_by: str = "the child's arguments"
+) -> list:
     """chosen_cases less those its capabilities leave out and those a lowering finding covers."""
 
     def runs(case) -> bool:
         known = any("lowering" in f.rules for f in kernel.findings_for_case(case.name, "numerics"))
         return not known and gpu.feature_missing(kernel, case) is None
 
-    return [c for c in chosen_cases(kernel, wanted) if runs(c)]
+    return [c for c in chosen_cases(kernel, wanted, named_by) if runs(c)]
 
 
 def main(argv: list[str]) -> int:

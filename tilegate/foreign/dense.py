@@ -14,7 +14,9 @@ the keys, as in chunked prefill; batches of 2 and 3), as
               softmax, a uniform one
 and beside each one-sequence 3782-token prefill (seq_q = seq_k) its twin at 3840 tokens (30 blocks
 of 128 keys, 60 of 64: no partial key block), so that a bug in the last key block shows as the
-difference. 3840 is the one length here that is not the gate's own.
+difference. 3840 is the one length here that is not the gate's own. Last, the determinism and
+sanitizer cases of bf16 d128 and fp16 d64 that are not among these (DETERMINISM_CASES,
+SANITIZED_CASES: the fp16 d128 ones in each build's dtype and head_dim).
 Reference: references.attention.ref_attention (FP32); baseline: ref_attention_lowp (plain torch in
 the inputs' dtype); judge: references.metrics.judge.
 
@@ -90,7 +92,7 @@ def _twins(runs: list[RunCase]) -> list[RunCase]:
     ]
 
 
-def all_cases() -> list[Case]:
+def _gate_cases() -> list[Case]:
     runs = numerics_cases()
     return [
         *(Case(r, "random") for r in [*runs, *_twins(runs)]),
@@ -99,12 +101,36 @@ def all_cases() -> list[Case]:
     ]
 
 
-# two launches, bit for bit: the gate's own determinism cases
-DETERMINISM_CASES = tuple(Case(r, "random").name for r in determinism_cases())
+def _in(case: Case, dtype: str, head_dim: int) -> Case:
+    """``case`` in another dtype and head_dim: its heads, mask, lengths, batch and kind kept."""
+    shape = replace(case.run.shape, dtype=dtype, head_dim=head_dim)
+    return Case(replace(case.run, shape=shape), case.kind)
+
+
+def _named(names: tuple[str, ...]) -> list[Case]:
+    by_name = {c.name: c for c in _gate_cases()}
+    return [by_name[n] for n in names]
+
+
+# The determinism and sanitizer cases: the gate's own fp16 d128 ones (their names are those the
+# GPU runs recorded), and the same in each other dtype and head_dim the numerics cases judge, so
+# that a kernel without fp16 or d128 (bf16 only, d64 only) is not left with capability skips alone.
+OWN_BUILD = ("float16", 128)
+OTHER_BUILDS = tuple(
+    sorted({(r.shape.dtype, r.shape.head_dim) for r in numerics_cases()} - {OWN_BUILD})
+)
+# two launches, bit for bit: the gate's own determinism cases; in the other builds, those below
+# 32768 tokens (3782, both masks: cases the numerics tier runs already)
+_OWN_DETERMINISM = tuple(Case(r, "random") for r in determinism_cases())
+_DETERMINISM = [
+    *_OWN_DETERMINISM,
+    *(_in(c, *b) for b in OTHER_BUILDS for c in _OWN_DETERMINISM if not c.run.slow),
+]
+DETERMINISM_CASES = tuple(c.name for c in _DETERMINISM)
 # Sanitized launches, each a few blocks: both masks, a partial tile at each end, NaN padding, a
-# batch of two over a prefix (causal), one query over 3782 keys (full).
+# batch of two over a prefix (causal), one query over 3782 keys (full); each in every build.
 _SMALL = ("causal-gqa32x8-d128-fp16", "full-gqa32x8-d128-fp16")
-SANITIZED_CASES = {
+_OWN_SANITIZED = {
     "memcheck": (
         *(f"{s}-{lens}" for s in _SMALL for lens in ("s1-random", "s17-random", "s129-nan-padded")),
         f"{_SMALL[0]}-q17-k129-b2-random",
@@ -114,6 +140,20 @@ SANITIZED_CASES = {
     "racecheck": ("causal-mha16-d128-fp16-s129-random", "full-mha16-d128-fp16-s129-random"),
     "initcheck": ("full-mha16-d128-fp16-s129-random",),
 }
+_SANITIZED = {
+    tool: [*_named(names), *(_in(c, *b) for b in OTHER_BUILDS for c in _named(names))]
+    for tool, names in _OWN_SANITIZED.items()
+}
+SANITIZED_CASES = {tool: tuple(c.name for c in cases) for tool, cases in _SANITIZED.items()}
+
+
+def all_cases() -> list[Case]:
+    """The gate's own cases, then the determinism and sanitizer cases of the other builds that
+    are not among them (so the numerics tier judges every case those tiers launch)."""
+    gate = _gate_cases()
+    known = {c.name for c in gate}
+    picked = [*_DETERMINISM, *(c for cases in _SANITIZED.values() for c in cases)]
+    return [*gate, *dict.fromkeys(c for c in picked if c.name not in known)]
 
 
 def refusal(kernel: ForeignKernel) -> str | None:

@@ -6,6 +6,8 @@ sanitizer's child call only this."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -66,6 +68,28 @@ if TYPE_CHECKING:  # mypy checks each family's module against the protocol
 
 def family_cases(kernel: ForeignKernel) -> list:
     return kernel.family_module().family_cases(kernel) if kernel.family else []
+
+
+class UnknownCase(ValueError):
+    """A case name that no case of the kernel's family carries: a typo, or a case renamed."""
+
+
+def named_cases(kernel: ForeignKernel, names: Iterable[str], named_by: str) -> list:
+    """The family's cases that ``names`` names, in the family's order. A name no case carries is
+    an error naming it, ``named_by`` (where the names come from), the kernel and the nearest
+    names: a tier that ran the rest, or skipped for want of any, would hide it."""
+    cases = family_cases(kernel)
+    known = [c.name for c in cases]
+    wanted = set(names)
+    unknown = sorted(wanted - set(known))
+    if unknown:
+        near = [n for u in unknown for n in difflib.get_close_matches(u, known, n=3, cutoff=0.0)]
+        raise UnknownCase(
+            f"no case of family {kernel.family!r} carries {unknown}, named by {named_by}, for "
+            f"kernel {kernel.name!r}; the nearest of its {len(known)} cases: "
+            f"{', '.join(dict.fromkeys(near)) or 'none'}"
+        )
+    return [c for c in cases if c.name in wanted]
 
 
 def features_of(kernel: ForeignKernel) -> dict[str, str]:

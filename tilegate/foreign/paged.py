@@ -9,6 +9,8 @@ context, ragged batches; fp16 and bf16; head_dim 64 and 128; GQA 32:8 and 64:8),
                 no request names is NaN, slot 0 included, where unused req_to_token entries point:
                 a kernel that reads past a request's context cannot pass.
   large-logits  the decode cases of LARGE_LOGIT_CASES on large_logit_batch's inputs (q and k x8)
+and last the sanitizer cases of bf16 d128 and fp16 d64 that are not among these (SANITIZED_CASES:
+the fp16 d128 ones in each build's dtype and head_dim), as random.
 Reference: references.paged.ref_paged_extend / ref_paged_decode (FP32); baseline:
 baseline_paged_extend (plain torch in q's dtype; a decode is an extend of one token a request, as
 the gate's own test takes it); judge: references.metrics.judge.
@@ -21,7 +23,7 @@ each ``launcher(module, inputs) -> output`` with ``inputs`` an Inputs. The kerne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,11 +61,20 @@ class Case:
         return "decode" if self.paged.extend_lens is None else "extend"
 
 
-def all_cases() -> list[Case]:
+def _gate_cases() -> list[Case]:
     return [
         *(Case(c, "random") for c in [*EXTEND_CASES, *DECODE_CASES]),
         *(Case(c, "large-logits") for c in LARGE_LOGIT_CASES),
     ]
+
+
+def all_cases() -> list[Case]:
+    """The gate's own paged cases, then the sanitizer cases of the other builds that are not
+    among them (so the numerics tier judges every case the sanitizers launch)."""
+    gate = _gate_cases()
+    known = {c.name for c in gate}
+    derived = (c for cases in _SANITIZED.values() for c in cases)
+    return [*gate, *dict.fromkeys(c for c in derived if c.name not in known)]
 
 
 def _exercised(phases: tuple[str, ...]) -> dict[str, tuple]:
@@ -77,34 +88,58 @@ def _exercised(phases: tuple[str, ...]) -> dict[str, tuple]:
     }
 
 
-def _named(want: Callable[[Case], bool]) -> tuple[str, ...]:
-    return tuple(c.name for c in all_cases() if want(c))
+def _in(case: Case, dtype: str, head_dim: int) -> Case:
+    """``case`` in another dtype and head_dim: its heads, lengths and kind kept."""
+    shape = replace(case.paged.shape, dtype=dtype, head_dim=head_dim)
+    return Case(replace(case.paged, shape=shape), case.kind)
 
 
-def _fp16_d128(c: Case) -> bool:
+def _named(names: tuple[str, ...]) -> list[Case]:
+    by_name = {c.name: c for c in _gate_cases()}
+    return [by_name[n] for n in names]
+
+
+def _at(c: Case, dtype: str, head_dim: int) -> bool:
     s = c.paged.shape
-    return (s.dtype, s.head_dim, s.q_heads, c.kind) == ("float16", 128, 32, "random")
+    return (s.dtype, s.head_dim, s.q_heads, c.kind) == (dtype, head_dim, 32, "random")
 
 
 def _has_prefix(c: Case) -> bool:
     return c.paged.extend_lens is not None and c.paged.seq_lens != c.paged.extend_lens
 
 
-def _determinism(c: Case) -> bool:
-    """fp16 d128 extends over a cached prefix (below 32768 tokens), and decodes of 3782 tokens or
-    more or of a ragged batch: the gate's own paged tests have no determinism cases of their own."""
+def _determinism(c: Case, dtype: str, head_dim: int) -> bool:
+    """Extends over a cached prefix (below 32768 tokens), and decodes of 3782 tokens or more or of
+    a ragged batch: the gate's own paged tests have no determinism cases of their own."""
     lens = c.paged.seq_lens
     if c.phase == "decode":
-        return _fp16_d128(c) and (max(lens) >= 3782 or len(lens) > 1)
-    return _fp16_d128(c) and _has_prefix(c) and max(lens) < 32768
+        return _at(c, dtype, head_dim) and (max(lens) >= 3782 or len(lens) > 1)
+    return _at(c, dtype, head_dim) and _has_prefix(c) and max(lens) < 32768
 
 
-DETERMINISM_CASES = _named(_determinism)  # two launches, bit for bit
+# The determinism and sanitizer cases: fp16 d128 ones first (their names are those the GPU runs
+# recorded), then the same in each other dtype and head_dim the cases judge, so that a kernel
+# without fp16 or d128 (bf16 only, d64 only) is not left with capability skips alone.
+OWN_BUILD = ("float16", 128)
+OTHER_BUILDS = tuple(
+    sorted(
+        {(c.shape.dtype, c.shape.head_dim) for c in [*EXTEND_CASES, *DECODE_CASES]} - {OWN_BUILD}
+    )
+)
+# Two launches, bit for bit: fp16 d128, 7 cases; in each other build, the gate's own cases there
+# that the rule picks, less the slow (32768-token) ones: 2 each (an extend and a decode).
+DETERMINISM_CASES = tuple(
+    c.name
+    for build in (OWN_BUILD, *OTHER_BUILDS)
+    for c in _gate_cases()
+    if _determinism(c, *build) and (build == OWN_BUILD or not c.paged.slow)
+)
 _SMALL_EXTEND = "causal-gqa32x8-d128-fp16-ctx57-new57-random"
 _SMALL_DECODE = "causal-gqa32x8-d128-fp16-ctx57-decode-random"
 # Sanitized launches, each a few blocks: 57 tokens of each phase; memcheck also a 1-token context,
 # a ragged decode and the d64 extend over a 3653-token prefix (each request's tail and prefix).
-SANITIZED_CASES = {
+# Each again in every other build.
+_OWN_SANITIZED = {
     "memcheck": (
         _SMALL_EXTEND,
         "causal-gqa32x8-d64-fp16-ctx57_3782-new57_129-random",
@@ -115,6 +150,13 @@ SANITIZED_CASES = {
     "racecheck": (_SMALL_EXTEND, _SMALL_DECODE),
     "initcheck": (_SMALL_EXTEND, _SMALL_DECODE),
 }
+_SANITIZED = {
+    tool: list(
+        dict.fromkeys([*_named(names), *(_in(c, *b) for b in OTHER_BUILDS for c in _named(names))])
+    )
+    for tool, names in _OWN_SANITIZED.items()
+}
+SANITIZED_CASES = {tool: tuple(c.name for c in cases) for tool, cases in _SANITIZED.items()}
 
 
 @dataclass
@@ -200,6 +242,20 @@ def refusal(kernel: ForeignKernel) -> str | None:
                 f"case of family 'paged' exercises (its {axis}s: "
                 f"{', '.join(map(str, exercised[axis]))}); leave them out"
             )
+    # as the dense family's: each axis may be exercised while a problem's pair is not (no bf16
+    # case at d64), and its build would then skip every GPU case, green without a GPU check
+    judged = {
+        (c.paged.shape.dtype, c.paged.shape.head_dim)
+        for c in all_cases()
+        if c.phase in launchers.phases
+    }
+    unjudged = [p.name for p in kernel.problems if (p.dtype, p.head_dim) not in judged]
+    if unjudged:
+        return (
+            f"problems {unjudged} have a dtype and head_dim that no "
+            f"{'/'.join(launchers.phases)} case of family 'paged' runs together (its cases: "
+            f"{', '.join(map(str, sorted(judged)))})"
+        )
     return None
 
 

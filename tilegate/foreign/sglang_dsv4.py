@@ -139,6 +139,9 @@ KERNELS = [
             min_waves_per_simd=1.0,
             min_load_overlap=OWN_MIN_LOAD_OVERLAP,
             max_barriers_per_iteration=OWN_MAX_BARRIERS,
+            # inner_iter 1: the key loop, T.Pipelined(inner_iter_1) (tilelang_fp8_attention.py
+            # :571), has one trip, and the code object no loop (TileLang 0.1.12 and 0.1.15)
+            without_loop=frozenset((p.name, f"bi{BLOCK_I}-it1") for p in PROBLEMS),
         ),
         lds_estimate=partial_lds,
         findings=DSV4_FINDINGS.get("sglang-dsv4-fp8-partial", ()),

@@ -132,9 +132,20 @@ class IsaExpectations:
     # wait (1.0: every load, the gate's own kernels' rule), and its s_barriers per iteration.
     min_load_overlap: float | None = None
     max_barriers_per_iteration: int | None = None
+    # The builds with no inner loop, as (problem, config) names: a key loop of one or two trips
+    # the compiler unrolled. Their latency expectations are not judged (there is nothing to
+    # measure), and such a build that has a loop fails, so that they are judged again. Any other
+    # build without a loop fails the expectations declared: they cannot be judged there.
+    without_loop: frozenset[tuple[str, str]] = frozenset()
 
     def __post_init__(self) -> None:
         floor, ceiling = self.min_load_overlap, self.max_barriers_per_iteration
+        if self.without_loop and floor is None and ceiling is None:
+            raise ForeignKernelError(
+                f"{declaration_site()}: IsaExpectations: without_loop spares builds the latency "
+                "expectations, and none is declared (min_load_overlap, "
+                "max_barriers_per_iteration): leave it out"
+            )
         if floor is not None and not 0.0 <= floor <= 1.0:
             raise ForeignKernelError(
                 f"{declaration_site()}: IsaExpectations: min_load_overlap {floor} is a share of "
@@ -307,6 +318,7 @@ class ForeignKernel:
                         f"capabilities {declared}"
                     )
         self._check_config_names()
+        self._check_without_loop()
         floors = self.isa.min_waves_per_simd
         if isinstance(floors, dict) and set(floors) != {p.head_dim for p in self.problems}:
             self._refuse(
@@ -343,6 +355,16 @@ class ForeignKernel:
         built = {n for p in self.problems for n in (declared if p.configs is None else p.configs)}
         if unbuilt := sorted(declared - built):
             self._refuse(f"configs {unbuilt} are named by no problem: name them, or drop them")
+
+    def _check_without_loop(self) -> None:
+        """Each build isa.without_loop names is one of the kernel's."""
+        built = {(p.name, c.name) for target in self.configs for p, c in self.builds(target)}
+        unknown = sorted(set(self.isa.without_loop) - built)
+        if unknown:
+            self._refuse(
+                f"isa.without_loop names {unknown}, which are not (problem, config) builds of it "
+                f"(its builds: {sorted(built)})"
+            )
 
     def _check_features(self) -> None:
         """A feature is an input of the family's GPU cases: each declared must be one a case of

@@ -52,6 +52,7 @@ from tilegate.gfx942.isa_checks import (
     check_max_barriers,
     check_min_load_overlap,
     check_min_waves,
+    check_without_loop,
 )
 from tilegate.testing.skips import missing, nothing_to_run
 
@@ -136,14 +137,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
         metafunc.parametrize(
             "foreign_gpu_case",
-            [
-                _gpu_param(k, c, rule)
-                for k in kernels
-                for c in gpu.family_cases(k)
-                if rule == "numerics" or c.name in k.family_module().DETERMINISM_CASES
-            ]
-            or none,
+            [_gpu_param(k, c, rule) for k in kernels for c in _gpu_cases(k, rule)] or none,
         )
+
+
+def _gpu_cases(kernel: ForeignKernel, rule: str) -> list:
+    """The family's cases of a GPU tier: every one for numerics, its DETERMINISM_CASES (each name
+    one of its cases, or collecting the tier is an error naming it) for determinism."""
+    if rule == "numerics" or not kernel.family:
+        return gpu.family_cases(kernel)
+    family = kernel.family_module()
+    return gpu.named_cases(kernel, family.DETERMINISM_CASES, f"{family.__name__}.DETERMINISM_CASES")
 
 
 def _gpu_param(kernel: ForeignKernel, case, rule: str):
@@ -232,7 +236,7 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
             isa.waves_floor(case.problem.head_dim),
             f"{case.name} (head_dim {case.problem.head_dim})",
         ),
-        *check_latency_proxies(report, isa, case.name),
+        *check_latency_proxies(report, isa, case),
     ]
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
 
@@ -251,8 +255,13 @@ def check_threads(case: ForeignCase, obj) -> None:
         )
 
 
-def check_latency_proxies(report, isa, what: str) -> list:
-    """The adapter's latency expectations, those it declares (None: not judged)."""
+def check_latency_proxies(report, isa, case: ForeignCase) -> list:
+    """The adapter's latency expectations, those it declares (None: not judged), on the build's
+    inner loop: where there is none they cannot be judged, and fail, unless the adapter declares
+    the build without one (isa.without_loop), which then must have none."""
+    what = case.name
+    if (case.problem.name, case.cfg.name) in isa.without_loop:
+        return check_without_loop(report, what)
     return [
         *(
             check_min_load_overlap(report, isa.min_load_overlap, what)
@@ -351,12 +360,13 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir, monkeypatch):
     _skip_if_missing(foreign_kernel)
     if foreign_kernel.family is None:
         missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
-    wanted = foreign_kernel.family_module().SANITIZED_CASES[tool]
-    if not any(
-        gpu.feature_missing(foreign_kernel, c) is None for c in chosen_cases(foreign_kernel, wanted)
-    ):
+    family = foreign_kernel.family_module()
+    # a name no case carries is an error here, not a skip for want of a case
+    wanted, named_by = family.SANITIZED_CASES[tool], f"{family.__name__}.SANITIZED_CASES[{tool!r}]"
+    chosen = chosen_cases(foreign_kernel, wanted, named_by)
+    if not any(gpu.feature_missing(foreign_kernel, c) is None for c in chosen):
         missing(f"{foreign_kernel.name}: its capabilities leave out every case {tool} runs")
-    runnable = child_cases(foreign_kernel, wanted)
+    runnable = child_cases(foreign_kernel, wanted, named_by)
     if not runnable:
         pytest.xfail(
             f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to "

@@ -35,9 +35,12 @@ class LatencyProxies:
     loads_not_overlapped: int  # of those, waited for with no MFMA issued since
     barriers: int  # s_barrier per iteration
     reduction_lds_round_trips: int  # ds_bpermute / ds_permute / ds_swizzle per iteration
+    # False: no inner loop was found, and the zeros above measure nothing (a loop can have no
+    # load and no barrier: K hoisted out of it)
+    has_loop: bool = True
 
 
-NO_PROXIES = LatencyProxies(0, 0, 0, 0)  # a kernel without a loop
+NO_PROXIES = LatencyProxies(0, 0, 0, 0, has_loop=False)  # a kernel without a loop
 
 
 def _mnemonic(text: str) -> str:

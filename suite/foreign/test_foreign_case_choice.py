@@ -1,0 +1,193 @@
+"""Which GPU cases the determinism and sanitizer tiers pick, on the CPU (no launch): a kernel
+without fp16 or head_dim 128 gets cases in each dtype and head_dim it builds, not a tier of
+capability skips; a case name that no case of the family carries is an error naming it, the
+kernel and the nearest cases, not a tier that skips or a child that runs nothing. The kernels are
+the worked examples' (suite/dense_kernel, suite/paged_self)."""
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from tilegate.foreign import dense, gpu, paged, tiers
+from tilegate.foreign.child import child_cases, chosen_cases
+from tilegate.foreign.child import main as child_main
+from tilegate.paths import REPO_ROOT
+
+TYPO = "full-mha16-d128-fp16-s129-randon"  # full-mha16-d128-fp16-s129-random, mistyped
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """The dense example's kernels and the gate's own paged kernels as adapters, by name."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(REPO_ROOT / "suite" / "dense_kernel"))
+        import dense_example.adapter
+        import paged_self.adapter  # suite/ is on pytest's pythonpath
+
+        found = [*dense_example.adapter.KERNELS, *paged_self.adapter.KERNELS]
+        yield {k.name: k for k in found}
+
+
+def _only(kernel, dtype: str, head_dim: int):
+    """``kernel`` narrowed to one build's dtype and head_dim: what a kernel written for just that
+    one declares (a d64-only kernel, say)."""
+    problems = tuple(p for p in kernel.problems if (p.dtype, p.head_dim) == (dtype, head_dim))
+    caps = dataclasses.replace(kernel.capabilities, dtypes=(dtype,), head_dims=(head_dim,))
+    floors = kernel.isa.min_waves_per_simd
+    isa = dataclasses.replace(kernel.isa, min_waves_per_simd={head_dim: floors[head_dim]})
+    return dataclasses.replace(
+        kernel, name=f"{kernel.name}-d{head_dim}", problems=problems, capabilities=caps, isa=isa
+    )
+
+
+# Each kernel's builds; none but the first two fp16 ones is fp16 at head_dim 128.
+BUILDS = {
+    "dense-example-fp16": None,  # fp16 d128 and d64
+    "dense-example-bf16": None,  # bf16 only: the example of the gap
+    "dense-example-fp16-d64": ("dense-example-fp16", "float16", 64),
+    "paged-self-extend-fp16": None,  # fp16 d128 and d64
+    "paged-self-extend-bf16": None,
+    "paged-self-decode-bf16": None,
+    "paged-self-extend-fp16-d64": ("paged-self-extend-fp16", "float16", 64),
+    "paged-self-decode-fp16-d64": ("paged-self-decode-fp16", "float16", 64),
+}
+
+
+def _kernel(kernels, name: str):
+    narrowed = BUILDS[name]
+    return kernels[name] if narrowed is None else _only(kernels[narrowed[0]], *narrowed[1:])
+
+
+def _dtype_head_dim(case) -> tuple[str, int]:
+    shape = case.run.shape if isinstance(case, dense.Case) else case.paged.shape
+    return shape.dtype, shape.head_dim
+
+
+def _builds(kernel) -> set[tuple[str, int]]:
+    return {(p.dtype, p.head_dim) for p in kernel.problems}
+
+
+def _generated(kernel_list, test: str, fixture: str) -> list:
+    """The params the tiers' pytest_generate_tests gives ``fixture`` of ``test``, for these
+    kernels (as --tilegate-kernels would select them)."""
+    got: list = []
+    metafunc = SimpleNamespace(
+        config=SimpleNamespace(stash={tiers._KERNELS: kernel_list}),
+        fixturenames=[fixture],
+        function=SimpleNamespace(__name__=test),
+        parametrize=lambda name, params: got.extend(params),
+    )
+    tiers.pytest_generate_tests(metafunc)
+    return got
+
+
+def _determinism_runs(kernel) -> list:
+    """The determinism tier's cases of ``kernel`` that run: not a capability skip."""
+    params = _generated([kernel], "test_foreign_determinism", "foreign_gpu_case")
+    return [
+        case
+        for p in params
+        if p.values[0] is not None
+        for k, case in [p.values[0]]
+        if gpu.feature_missing(k, case) is None
+    ]
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_each_build_gets_determinism_cases_in_its_own_dtype_and_head_dim(kernels, name):
+    # Symptom: the dense and paged determinism cases were fp16 d128 only, so a bf16-only or a
+    # d64-only kernel had every one skipped for its capabilities. Fix: cases in each dtype and
+    # head_dim the family judges, picked by the kernel's capabilities.
+    kernel = _kernel(kernels, name)
+    runs = _determinism_runs(kernel)
+    assert {_dtype_head_dim(c) for c in runs} >= _builds(kernel), [c.name for c in runs]
+    assert not any(c.name for c in runs if gpu.feature_missing(kernel, c))
+
+
+@pytest.mark.parametrize("tool", tiers.SANITIZERS)
+@pytest.mark.parametrize("name", BUILDS)
+def test_each_build_gets_sanitizer_cases_in_its_own_dtype_and_head_dim(kernels, name, tool):
+    # Symptom: as the determinism cases: a bf16-only dense kernel skipped memcheck, racecheck and
+    # initcheck ("its capabilities leave out every case"). Fix: the family's sanitizer cases in
+    # each dtype and head_dim it judges, the shapes of the fp16 d128 ones.
+    kernel = _kernel(kernels, name)
+    wanted = kernel.family_module().SANITIZED_CASES[tool]
+    runs = child_cases(kernel, wanted)
+    assert {_dtype_head_dim(c) for c in runs} >= _builds(kernel), [c.name for c in runs]
+
+
+def test_the_fp16_d128_cases_keep_their_names(kernels):
+    # GPU results were recorded under these: derived cases are added beside them, never renamed
+    assert set(dense.DETERMINISM_CASES) >= {
+        f"{m}-gqa32x8-d128-fp16-s{n}-random" for m in ("causal", "full") for n in (3782, 32768)
+    }
+    assert dense.SANITIZED_CASES["initcheck"][0] == "full-mha16-d128-fp16-s129-random"
+    assert paged.SANITIZED_CASES["racecheck"][:2] == (
+        "causal-gqa32x8-d128-fp16-ctx57-new57-random",
+        "causal-gqa32x8-d128-fp16-ctx57-decode-random",
+    )
+
+
+def test_the_bf16_only_dense_example_is_determinism_and_sanitizer_gated(kernels):
+    bf16 = kernels["dense-example-bf16"]
+    runs = _determinism_runs(bf16)
+    assert runs and {_dtype_head_dim(c) for c in runs} == {("bfloat16", 128)}
+    for tool in tiers.SANITIZERS:
+        wanted = dense.SANITIZED_CASES[tool]
+        # what test_foreign_sanitizer skips on: no case the capabilities take
+        assert any(gpu.feature_missing(bf16, c) is None for c in chosen_cases(bf16, wanted))
+        assert {c.run.shape.dtype for c in child_cases(bf16, wanted)} == {"bfloat16"}
+
+
+def _raised(call) -> BaseException:
+    """What ``call`` raised: a skip is an exception too, and the tier must not end in one."""
+    try:
+        call()
+    except BaseException as exc:
+        return exc
+    pytest.fail("it raised nothing")
+
+
+def test_a_sanitizer_case_no_case_carries_is_an_error_naming_it_the_kernel_and_the_cases(
+    kernels, monkeypatch, tmp_path
+):
+    # Symptom: a family's sanitizer case named with a typo matched nothing, and the tier skipped
+    # ("its capabilities leave out every case racecheck runs"). Fix: an error naming the name.
+    kernel = kernels["dense-example-fp16"]
+    monkeypatch.setitem(dense.SANITIZED_CASES, "racecheck", (TYPO,))
+    raised = _raised(
+        lambda: tiers.test_foreign_sanitizer(kernel, "racecheck", tmp_path, monkeypatch)
+    )
+    assert isinstance(raised, ValueError), f"the tier ended in {type(raised).__name__}: {raised}"
+    message = str(raised)
+    assert "tilegate.foreign.dense.SANITIZED_CASES['racecheck']" in message
+    assert f"['{TYPO}']" in message and "dense-example-fp16" in message
+    assert "full-mha16-d128-fp16-s129-random" in message, "the nearest case is named"
+    # one known name beside it does not hide it
+    with pytest.raises(ValueError, match=TYPO):
+        chosen_cases(kernel, ("full-mha16-d128-fp16-s129-random", TYPO))
+
+
+def test_a_determinism_case_no_case_carries_is_an_error_at_collection(kernels, monkeypatch):
+    # Symptom: a determinism case named with a typo was left out of the parametrisation, without
+    # a word. Fix: collecting the tier is an error naming it.
+    kernel = kernels["paged-self-decode-fp16"]
+    typo = "causal-gqa32x8-d128-fp16-ctx3782-decod-random"
+    monkeypatch.setattr(paged, "DETERMINISM_CASES", (*paged.DETERMINISM_CASES, typo))
+    with pytest.raises(ValueError) as info:
+        _generated([kernel], "test_foreign_determinism", "foreign_gpu_case")
+    message = str(info.value)
+    assert "tilegate.foreign.paged.DETERMINISM_CASES" in message and f"['{typo}']" in message
+    assert "paged-self-decode-fp16" in message
+    assert "causal-gqa32x8-d128-fp16-ctx3782-decode-random" in message
+
+
+def test_a_case_the_user_names_to_the_child_and_no_case_carries_is_an_error(kernels, capsys):
+    # Symptom: `python -m tilegate.foreign.child MODULE KERNEL CASE` with a mistyped CASE ran
+    # nothing and printed DONE: a sanitizer watching it found 0 errors. Fix: an error naming it.
+    assert "dense-example-fp16" in kernels
+    with pytest.raises(ValueError) as info:
+        child_main(["dense_example.adapter", "dense-example-fp16", TYPO])
+    assert f"['{TYPO}']" in str(info.value) and "the child's arguments" in str(info.value)
+    assert "DONE" not in capsys.readouterr().out
