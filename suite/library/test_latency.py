@@ -7,7 +7,12 @@ from types import SimpleNamespace
 
 from tilegate.gfx942.golden import BARRIERS_FIELD, GOLDEN_ROOT, REFERENCE_TOOLCHAIN
 from tilegate.gfx942.inner_loop import inner_loop
-from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, check_max_barriers, check_min_load_overlap
+from tilegate.gfx942.isa_checks import (
+    OWN_MAX_BARRIERS,
+    check_max_barriers,
+    check_min_load_overlap,
+    check_without_loop,
+)
 from tilegate.gfx942.latency import (
     NO_PROXIES,
     LatencyProxies,
@@ -172,3 +177,22 @@ def test_a_latency_expectation_without_a_loop_is_a_violation_not_a_pass():
     assert empty_loop.latency.loads == empty_loop.latency.barriers == 0
     assert not check_min_load_overlap(empty_loop, 1.0, "k")
     assert not check_max_barriers(empty_loop, 0, "k")
+
+
+def test_a_loop_without_mfma_is_not_the_key_loop_of_a_kernel_that_does_matrix_products():
+    # Symptom: where the key loop was unrolled, inner_loop takes the longest loop left (an index
+    # or copy loop, no MFMA); its 0 loads and 0 barriers met both expectations, judging nothing.
+    # Fix: a kernel with an MFMA input is judged on a loop that issues MFMAs, or fails.
+    copy_loop = SimpleNamespace(latency=latency_proxies(["v_add_u32 v1, v2, v3"]))
+    assert copy_loop.latency.has_loop and copy_loop.latency.mfmas == 0
+    (floor,) = check_min_load_overlap(copy_loop, 1.0, "k", mfma=True)
+    (ceiling,) = check_max_barriers(copy_loop, 13, "k", mfma=True)
+    assert (floor.rule, ceiling.rule) == ("inner-loop", "inner-loop")
+    assert "a loop, but none that issues an MFMA" in floor.detail
+    # the same loop is declared without a key loop, and spared; an MFMA loop declared so is not
+    assert not check_without_loop(copy_loop, "k", mfma=True)
+    key_loop = SimpleNamespace(latency=latency_proxies([MFMA]))
+    (declared,) = check_without_loop(key_loop, "k", mfma=True)
+    assert declared.rule == "inner-loop"
+    # a kernel without matrix products (no MFMA input) is judged on the loop it has
+    assert not check_min_load_overlap(copy_loop, 1.0, "k", mfma=False)

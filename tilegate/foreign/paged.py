@@ -94,6 +94,10 @@ def _in(case: Case, dtype: str, head_dim: int) -> Case:
     return Case(replace(case.paged, shape=shape), case.kind)
 
 
+def _build(c: Case) -> tuple[str, int]:
+    return c.paged.shape.dtype, c.paged.shape.head_dim
+
+
 def _named(names: tuple[str, ...]) -> list[Case]:
     by_name = {c.name: c for c in _gate_cases()}
     return [by_name[n] for n in names]
@@ -138,7 +142,7 @@ _SMALL_EXTEND = "causal-gqa32x8-d128-fp16-ctx57-new57-random"
 _SMALL_DECODE = "causal-gqa32x8-d128-fp16-ctx57-decode-random"
 # Sanitized launches, each a few blocks: 57 tokens of each phase; memcheck also a 1-token context,
 # a ragged decode and the d64 extend over a 3653-token prefix (each request's tail and prefix).
-# Each again in every other build.
+# The fp16 d128 ones again in every other build.
 _OWN_SANITIZED = {
     "memcheck": (
         _SMALL_EXTEND,
@@ -152,7 +156,17 @@ _OWN_SANITIZED = {
 }
 _SANITIZED = {
     tool: list(
-        dict.fromkeys([*_named(names), *(_in(c, *b) for b in OTHER_BUILDS for c in _named(names))])
+        dict.fromkeys(
+            [
+                *_named(names),
+                *(
+                    _in(c, *b)
+                    for b in OTHER_BUILDS
+                    for c in _named(names)
+                    if _build(c) == OWN_BUILD
+                ),
+            ]
+        )
     )
     for tool, names in _OWN_SANITIZED.items()
 }

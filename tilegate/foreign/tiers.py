@@ -246,7 +246,7 @@ def check_threads(case: ForeignCase, obj) -> None:
     SIMD from them, and the factory takes its own (a keyword in the config's kwargs, or its
     default), which the gate does not read."""
     built = launch_threads(obj)
-    if built is not None and built != case.cfg.threads:
+    if built != case.cfg.threads:
         raise ForeignKernelError(
             f"{case.name}: config {case.cfg.name} declares threads={case.cfg.threads}, and its "
             f"code object launches {built} (.max_flat_workgroup_size, T.Kernel's threads); the "
@@ -258,18 +258,19 @@ def check_threads(case: ForeignCase, obj) -> None:
 def check_latency_proxies(report, isa, case: ForeignCase) -> list:
     """The adapter's latency expectations, those it declares (None: not judged), on the build's
     inner loop: where there is none they cannot be judged, and fail, unless the adapter declares
-    the build without one (isa.without_loop), which then must have none."""
-    what = case.name
+    the build without one (isa.without_loop), which then must have none. A kernel that does matrix
+    products (isa.mfma_input) is judged on a loop that issues MFMAs: any other is not its key loop."""
+    what, mfma = case.name, isa.mfma_input is not None
     if (case.problem.name, case.cfg.name) in isa.without_loop:
-        return check_without_loop(report, what)
+        return check_without_loop(report, what, mfma=mfma)
     return [
         *(
-            check_min_load_overlap(report, isa.min_load_overlap, what)
+            check_min_load_overlap(report, isa.min_load_overlap, what, mfma=mfma)
             if isa.min_load_overlap is not None
             else []
         ),
         *(
-            check_max_barriers(report, isa.max_barriers_per_iteration, what)
+            check_max_barriers(report, isa.max_barriers_per_iteration, what, mfma=mfma)
             if isa.max_barriers_per_iteration is not None
             else []
         ),

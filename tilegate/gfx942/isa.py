@@ -153,11 +153,21 @@ def _kernel_fields(notes: str) -> dict[str, str]:
     return fields
 
 
-def launch_threads(obj: CodeObject) -> int | None:
+def launch_threads(obj: CodeObject) -> int:
     """The workgroup size the kernel is compiled for: its .max_flat_workgroup_size, TileLang's
-    __launch_bounds__ (T.Kernel's threads). None where the notes do not say."""
-    size = _kernel_fields(obj.notes.read_text()).get("max_flat_workgroup_size")
-    return int(size) if size is not None else None
+    __launch_bounds__ (T.Kernel's threads). Notes that name none, or several kernels of different
+    sizes, are an error: a check on this figure would otherwise pass on nothing."""
+    sizes = {
+        int(v)
+        for k, v in _KERNEL_KEY.findall(obj.notes.read_text())
+        if k == "max_flat_workgroup_size"
+    }
+    if len(sizes) != 1:
+        raise ValueError(
+            f"{obj.notes}: want one .max_flat_workgroup_size in the code object's kernel metadata, "
+            f"found {sorted(sizes) or 'none'}"
+        )
+    return sizes.pop()
 
 
 def read_code_object(obj: CodeObject, dynamic_lds_bytes: int, threads: int) -> IsaReading:

@@ -247,27 +247,38 @@ def load_overlap(r: IsaReading) -> float:
     return 1.0 if not p.loads else 1 - p.loads_not_overlapped / p.loads
 
 
-def no_inner_loop(r: IsaReading, expectation: str, what: str) -> list[Violation]:
-    """An expectation on the inner loop, where the code object has none: it cannot be judged, and
-    is a violation, not a pass on the zeros NO_PROXIES reads (as a golden figure that is gone,
-    golden.cycles_rise, is one)."""
-    if r.latency.has_loop:
+def has_key_loop(r: IsaReading, mfma: bool) -> bool:
+    """Whether the code object has the loop the latency proxies describe: an inner loop, and
+    (``mfma``: the kernel does matrix products) one that issues MFMAs. inner_loop takes a loop
+    without MFMA only where none has any: the key loop unrolled, an index or copy loop left."""
+    return r.latency.has_loop and not (mfma and r.latency.mfmas == 0)
+
+
+def no_inner_loop(r: IsaReading, expectation: str, what: str, *, mfma: bool) -> list[Violation]:
+    """An expectation on the inner loop, where the code object has none (or, ``mfma``, none with
+    an MFMA): it cannot be judged, and is a violation, not a pass on figures of no key loop (as
+    a golden figure that is gone, golden.cycles_rise, is one)."""
+    if has_key_loop(r, mfma):
         return []
+    found = (
+        "a loop, but none that issues an MFMA: the key loop is not one"
+        if r.latency.has_loop
+        else "no inner loop (no backward branch; tilegate/gfx942/inner_loop.py)"
+    )
     return [
         Violation(
             "inner-loop",
-            f"{expectation} cannot be judged at {what}: its gfx942 code object has no inner loop "
-            "(no backward branch; tilegate/gfx942/inner_loop.py), so there is nothing to measure: "
-            "find why the build has no loop; where the compiler unrolled a loop of one or two "
-            "trips, declare the build in IsaExpectations.without_loop",
+            f"{expectation} cannot be judged at {what}: its gfx942 code object has {found}, so "
+            "there is nothing to measure: find why the build has no key loop; where the compiler "
+            "unrolled a loop of one or two trips, declare the build in IsaExpectations.without_loop",
         )
     ]
 
 
-def check_without_loop(r: IsaReading, what: str) -> list[Violation]:
-    """A build its adapter declares without an inner loop (IsaExpectations.without_loop), and so
-    spares the latency expectations: one that has a loop is a violation, so that they judge it."""
-    if not r.latency.has_loop:
+def check_without_loop(r: IsaReading, what: str, *, mfma: bool) -> list[Violation]:
+    """A build its adapter declares without a key loop (IsaExpectations.without_loop), and so
+    spares the latency expectations: one that has one is a violation, so that they judge it."""
+    if not has_key_loop(r, mfma):
         return []
     return [
         Violation(
@@ -279,11 +290,13 @@ def check_without_loop(r: IsaReading, what: str) -> list[Violation]:
     ]
 
 
-def check_min_load_overlap(r: IsaReading, floor: float, what: str) -> list[Violation]:
+def check_min_load_overlap(
+    r: IsaReading, floor: float, what: str, *, mfma: bool = False
+) -> list[Violation]:
     """A foreign kernel's floor on load overlap (its adapter's; the gate's own kernels are held to
     every load, check_load_overlap). ``what`` names whose floor it is. No inner loop: a violation
     (no_inner_loop)."""
-    if missing := no_inner_loop(r, f"min_load_overlap {floor}", what):
+    if missing := no_inner_loop(r, f"min_load_overlap {floor}", what, mfma=mfma):
         return missing
     share, p = load_overlap(r), r.latency  # shown rounded down: never as the floor it misses
     if share < floor:
@@ -298,10 +311,12 @@ def check_min_load_overlap(r: IsaReading, floor: float, what: str) -> list[Viola
     return []
 
 
-def check_max_barriers(r: IsaReading, ceiling: int, what: str) -> list[Violation]:
+def check_max_barriers(
+    r: IsaReading, ceiling: int, what: str, *, mfma: bool = False
+) -> list[Violation]:
     """A ceiling on the inner loop's s_barriers per iteration: each stalls every wave of the
     workgroup until the slowest arrives. No inner loop: a violation (no_inner_loop)."""
-    if missing := no_inner_loop(r, f"max_barriers_per_iteration {ceiling}", what):
+    if missing := no_inner_loop(r, f"max_barriers_per_iteration {ceiling}", what, mfma=mfma):
         return missing
     barriers = r.latency.barriers
     if barriers > ceiling:

@@ -38,6 +38,9 @@ class LatencyProxies:
     # False: no inner loop was found, and the zeros above measure nothing (a loop can have no
     # load and no barrier: K hoisted out of it)
     has_loop: bool = True
+    # MFMAs in the loop body: none, where the kernel does matrix products, means the loop found is
+    # not its key loop (that one was unrolled) but an index or copy loop beside it
+    mfmas: int = 0
 
 
 NO_PROXIES = LatencyProxies(0, 0, 0, 0, has_loop=False)  # a kernel without a loop
@@ -93,4 +96,5 @@ def latency_proxies(body: list[str] | None) -> LatencyProxies:
         loads_not_overlapped=not_overlapped,
         barriers=names.count("s_barrier"),
         reduction_lds_round_trips=sum(names.count(op) for op in CROSS_LANE),
+        mfmas=sum(1 for name in names if name.startswith("v_mfma")),
     )
