@@ -319,9 +319,9 @@ _GFX942_DECODE = (
 # heads x 16). Split counts swept on the H200 with the corrected kernel (issue 36; docs/perf.md,
 # "Split counts"; graph-replayed against SDPA in one process): at batch 32, 1 or 2 splits were the
 # fastest at every context from 128 to 8192 tokens (2 at 2048 and over); 8 splits cost 3% more
-# at 8192, 18% at 1024 (48.0 us against 40.8) and 36% at 512. So n64w2 takes the fewest splits that give 2 workgroups
-# per SM: 2 at batch 32, 1 from 64. (An earlier sweep chose 8 a SM with a miscompiled build that
-# read half the keys.) n128w4 keeps the default 4: not swept since.
+# at 8192, 18% at 1024 (48.0 us against 40.8) and 36% at 512. So n64w2 takes the fewest splits
+# that give 2 workgroups per SM: 2 at batch 32, 1 from 64. (An earlier sweep chose 8 a SM with a
+# miscompiled build that read half the keys.) n128w4 keeps the default 4: not swept since.
 _SM90_DECODE = (
     DecodeConfig(
         "n64w2s16-pf",

@@ -258,8 +258,9 @@ def check_threads(case: ForeignCase, obj) -> None:
 def check_latency_proxies(report, isa, case: ForeignCase) -> list:
     """The adapter's latency expectations, those it declares (None: not judged), on the build's
     inner loop: where there is none they cannot be judged, and fail, unless the adapter declares
-    the build without one (isa.without_loop), which then must have none. A kernel that does matrix
-    products (isa.mfma_input) is judged on a loop that issues MFMAs: any other is not its key loop."""
+    the build without one (isa.without_loop), which then must have none. A kernel that does
+    matrix products (isa.mfma_input) is judged on a loop that issues MFMAs: any other is not its
+    key loop."""
     what, mfma = case.name, isa.mfma_input is not None
     if (case.problem.name, case.cfg.name) in isa.without_loop:
         return check_without_loop(report, what, mfma=mfma)

@@ -270,7 +270,8 @@ def no_inner_loop(r: IsaReading, expectation: str, what: str, *, mfma: bool) -> 
             "inner-loop",
             f"{expectation} cannot be judged at {what}: its gfx942 code object has {found}, so "
             "there is nothing to measure: find why the build has no key loop; where the compiler "
-            "unrolled a loop of one or two trips, declare the build in IsaExpectations.without_loop",
+            "unrolled a loop of one or two trips, declare the build in "
+            "IsaExpectations.without_loop",
         )
     ]
 
