@@ -228,22 +228,19 @@ def test_findings_are_scoped_to_their_builds_cases_versions_and_gpus():
     assert anywhere.covers_case("t1-dense", "determinism")
 
 
-@pytest.mark.compile
-def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
-    builder, tmp_path, monkeypatch
-):
-    """Provenance by path (no package): the file is loaded as a module, built for gfx942, and an
-    edit to it changes the cache key once the module is imported again (suite/foreign/
-    test_foreign_build_key.py: while it is loaded, the edit is SourceChanged)."""
-    source = tmp_path / "scores_by_path.py"
+def _scores_by_path(tmp_path, name: str, threads: int) -> ForeignKernel:
+    """The external example's ``scores`` factory from a copy of its file under ``tmp_path``,
+    declared by path (no package) as module ``tilegate_test_scores_<name>``, one m64n64 config
+    with ``threads``."""
+    source = tmp_path / f"scores_{name}.py"
     source.write_text(
         (REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text()
     )
     caps = Capabilities(dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=())
-    config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=128)
-    kernel = ForeignKernel(
-        name="by-path",
-        provenance=Provenance("tilegate_test_scores_by_path", path=str(source)),
+    config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=threads)
+    return ForeignKernel(
+        name=name.replace("_", "-"),
+        provenance=Provenance(f"tilegate_test_scores_{name}", path=str(source)),
         factory="scores",
         configs={"gfx942": (config,)},
         problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),),
@@ -251,7 +248,22 @@ def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
         isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
         lds_estimate=lambda p, c: 32768,
     )
-    case = ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
+
+
+def _gfx942_case(kernel: ForeignKernel) -> ForeignCase:
+    return ForeignCase.of(kernel, kernel.problems[0], kernel.configs["gfx942"][0], "gfx942")
+
+
+@pytest.mark.compile
+def test_a_kernel_from_a_file_path_builds_and_its_source_keys_the_cache(
+    builder, tmp_path, monkeypatch
+):
+    """Provenance by path (no package): the file is loaded as a module, built for gfx942, and an
+    edit to it changes the cache key once the module is imported again (suite/foreign/
+    test_foreign_build_key.py: while it is loaded, the edit is SourceChanged)."""
+    kernel = _scores_by_path(tmp_path, "by_path", threads=128)
+    source = tmp_path / "scores_by_path.py"
+    case = _gfx942_case(kernel)
     assert kernel.provenance.missing_reason() is None
     assert builder.isa_reading(case).histogram("v_mfma")
     kernel.provenance.load()  # as the provenance tier does: the build may come from the cache
@@ -271,24 +283,7 @@ def test_a_config_whose_threads_are_not_the_kernels_is_refused(builder, tmp_path
     object's .max_flat_workgroup_size, naming the adapter's line."""
     from tilegate.foreign.tiers import check_threads
 
-    source = tmp_path / "scores_threads.py"
-    source.write_text(
-        (REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py").read_text()
-    )
-    config = Config("m64n64", kwargs=params(block_m=64, block_n=64, head_dim=128), threads=256)
-    kernel = ForeignKernel(
-        name="threads",
-        provenance=Provenance("tilegate_test_scores_threads", path=str(source)),
-        factory="scores",
-        configs={"gfx942": (config,)},
-        problems=(Problem("d128", dtype="bfloat16", head_dim=128, mask="full"),),
-        capabilities=Capabilities(
-            dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=()
-        ),
-        isa=IsaExpectations(mfma_input="bfloat16", wide_global_loads=True, min_waves_per_simd=1.0),
-        lds_estimate=lambda p, c: 32768,
-    )
-    case = ForeignCase.of(kernel, kernel.problems[0], config, "gfx942")
+    case = _gfx942_case(_scores_by_path(tmp_path, "threads", threads=256))
     obj = builder.code_object(case)
     with pytest.raises(
         ForeignKernelError,
@@ -296,7 +291,8 @@ def test_a_config_whose_threads_are_not_the_kernels_is_refused(builder, tmp_path
         r"test_foreign_adapter\.py:\d+",
     ):
         check_threads(case, obj)
-    check_threads(dataclasses.replace(case, cfg=dataclasses.replace(config, threads=128)), obj)
+    config = dataclasses.replace(case.cfg, threads=128)
+    check_threads(dataclasses.replace(case, cfg=config), obj)
 
 
 def test_every_family_module_holds_what_the_tiers_call():
