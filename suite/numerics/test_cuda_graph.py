@@ -1,8 +1,9 @@
-"""The tilelang backend under SGLang 0.5.23's CUDA/HIP-graph hooks (init_cuda_graph_state, then
-init_forward_metadata_out_graph before each capture and each replay, over the graph runner's padded
-static buffers), on the GPU: a decode step captured once, replayed with new sequence lengths and
-new pool contents, equals the eager step bitwise. SGLang's own engine captures and replays these
-hooks in suite/e2e/test_sglang_gpu.py."""
+"""The tilelang backend under SGLang 0.5.23's CUDA/HIP-graph hooks (init_cuda_graph_state; then
+init_forward_metadata_out_graph before each capture and each replay, and
+init_forward_metadata_in_graph inside the capture, over the graph runner's padded static buffers,
+which the runner refills before each replay), on the GPU: a decode step captured once, replayed
+with new sequence lengths and new pool contents, equals the eager step bitwise. SGLang's own
+engine captures and replays these hooks in suite/e2e/test_sglang_gpu.py."""
 
 from types import SimpleNamespace
 
@@ -63,30 +64,37 @@ def test_replayed_decode_equals_eager_bitwise(dtype):
     backend = TileLangAttnBackend(runner)
     backend.init_cuda_graph_state(MAX_BS, MAX_BS)
     q_static = torch.randn(BS, HEADS * DIM, device=DEVICE).to(dtype)
-    first = _batch((3, 0, 5), (1, 33, 160))
-    backend.init_forward_metadata_out_graph(first, in_capture=True)
+    static = _batch((3, 0, 5), (1, 33, 160))  # the graph runner's static buffers
+    backend.init_forward_metadata_out_graph(static, in_capture=True)
+
+    def step():  # the captured body, as SGLang's run_once: in-graph prep, then the layers
+        backend.init_forward_metadata_in_graph(static)
+        return backend.forward_decode(q_static, None, None, layer, static, save_kv_cache=False)
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up (compile, allocate) off the capture, as SGLang does
-        backend.forward_decode(q_static, None, None, layer, first, save_kv_cache=False)
+        step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out_static = backend.forward_decode(q_static, None, None, layer, first, save_kv_cache=False)
+        out_static = step()
 
     pool = runner.token_to_kv_pool
-    for step, (reqs, lens) in enumerate((((3, 0, 5), (1, 33, 160)), ((2, 4, 1), (160, 2, 57)))):
-        gen = torch.Generator(device=DEVICE).manual_seed(step)
+    for n, (reqs, lens) in enumerate((((3, 0, 5), (1, 33, 160)), ((2, 4, 1), (160, 2, 57)))):
+        gen = torch.Generator(device=DEVICE).manual_seed(n)
         # new pool contents
         pool.k[1].copy_(torch.randn(pool.k[1].shape, generator=gen, device=DEVICE).to(dtype))
         pool.v[1].copy_(torch.randn(pool.v[1].shape, generator=gen, device=DEVICE).to(dtype))
         q_static.copy_(torch.randn(q_static.shape, generator=gen, device=DEVICE).to(dtype))
         fb = _batch(reqs, lens)
-        backend.init_forward_metadata_out_graph(fb)
+        static.req_pool_indices.copy_(fb.req_pool_indices)  # the runner's refill
+        static.seq_lens.copy_(fb.seq_lens)
+        backend.init_forward_metadata_out_graph(_with_host_lens(static))
         graph.replay()
         want = _eager(runner, layer, q_static.clone(), fb)
         assert torch.equal(out_static, want), (
-            f"step {step}: replay differs from eager by "
+            f"step {n}: replay differs from eager by "
             f"{(out_static.float() - want.float()).abs().max().item()}"
         )
 
@@ -102,6 +110,14 @@ def _cpu_batch(reqs, lens, mode=DECODE):
 def _captured(backend, first):
     backend.init_cuda_graph_state(MAX_BS, MAX_BS)
     backend.init_forward_metadata_out_graph(first, in_capture=True)
+    backend.init_forward_metadata_in_graph(first)
+
+
+def _replayed(backend, fb):
+    """A replay's prep: out_graph on the host, then what the graph repeats (in_graph) over the
+    runner's buffers, here refilled with ``fb``."""
+    backend.init_forward_metadata_out_graph(fb)
+    backend.init_forward_metadata_in_graph(fb)
 
 
 def test_replay_refills_the_captured_batch():
@@ -110,7 +126,7 @@ def test_replay_refills_the_captured_batch():
     first, second = _cpu_batch((3, 0, 5), (1, 33, 160)), _cpu_batch((2, 4, 1), (160, 2, 57))
     _captured(backend, first)
     q = torch.randn(BS, HEADS * DIM)
-    backend.init_forward_metadata_out_graph(second)  # a replay's prep
+    _replayed(backend, second)
     # the captured batch object
     replayed = backend.forward_decode(q, None, None, layer, first, save_kv_cache=False)
     eager = TileLangAttnBackend(runner, ReferenceOps())
@@ -140,6 +156,18 @@ def _with_host_lens(fb):
     return fb
 
 
+def test_a_replays_host_prep_reads_nothing_from_the_device():
+    # the batch's index tensors on the meta device: any read of their values, or any op on them,
+    # would raise; out_graph must need only SGLang's host copy of the lengths
+    backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
+    _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
+    fb = _with_host_lens(_cpu_batch((2, 4, 1), (160, 2, 57)))
+    fb.req_pool_indices, fb.seq_lens = fb.req_pool_indices.to("meta"), fb.seq_lens.to("meta")
+    backend.init_forward_metadata_out_graph(fb)
+    with pytest.raises(RuntimeError):  # what a prep that does read them would meet
+        int(fb.seq_lens.max())
+
+
 def test_replay_checks_the_new_batch_on_the_host_where_sglang_keeps_its_lengths():
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
     _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
@@ -156,12 +184,12 @@ def test_replay_checks_the_new_batch_on_the_host_where_sglang_keeps_its_lengths(
     [((3, 0, 5), (1, 33, 10_000), "seq_len outside"), ((3, 99, 5), (1, 33, 7), "req_pool_index")],
 )
 def test_replay_checks_what_only_the_device_holds_on_the_device(reqs, lens, what):
-    # torch._assert_async: on a GPU a device-side assertion (no host wait); on the CPU it raises
-    # at once
+    # in the graph, torch._assert_async: on a GPU a device-side assertion (no host wait); on the
+    # CPU it raises at once
     backend = TileLangAttnBackend(fake_runner(), ReferenceOps())
     _captured(backend, _cpu_batch((3, 0, 5), (1, 33, 160)))
     with pytest.raises(RuntimeError, match=what):
-        backend.init_forward_metadata_out_graph(_cpu_batch(reqs, lens))
+        _replayed(backend, _cpu_batch(reqs, lens))
 
 
 def test_graph_capture_of_other_modes_is_refused():

@@ -110,29 +110,31 @@ def prepare_extend(req_to_token, req_pool_indices, seq_lens, extend_lens, device
     return BatchIndices(r2t, req, lens, new, (torch.cumsum(new, 0) - new).to(torch.int32), tokens)
 
 
-def check_replayed_decode(req_to_token, req_pool_indices, seq_lens, seq_lens_cpu=None) -> None:
-    """A CUDA/HIP-graph replay's decode batch, checked without waiting for the device: SGLang
-    prepares the next step while this one runs, and a read back to the host here stalled that
-    overlap on every step (issue 36's profile). seq_lens are checked on the host where SGLang
-    keeps a host copy (``seq_lens_cpu``), raising ValueError; what only the device holds is
-    checked there (torch._assert_async), so a bad batch stops the process with a device-side
-    assertion before its kernels read a row or column out of range. The table's entries are
-    SGLang's own slots, checked with every eagerly prepared batch (prepare_decode), not here.
+def check_host_seq_lens(seq_lens_cpu: torch.Tensor, columns: int) -> None:
+    """A graph replay's lengths, on SGLang's host copy: ValueError before the replay."""
+    if not seq_lens_cpu.numel():
+        return
+    low, high = (int(v) for v in torch.aminmax(seq_lens_cpu))
+    if low < 1:
+        raise ValueError("every request needs seq_len >= 1")
+    if high > columns:
+        raise ValueError(f"seq_len {high} > req_to_token's {columns} columns")
+
+
+def check_replayed_decode(req_to_token, req_pool_indices, seq_lens) -> None:
+    """A CUDA/HIP-graph replay's decode batch, checked on the device with no read back to the
+    host (torch._assert_async): the tilelang backend captures these checks into the graph
+    (init_forward_metadata_in_graph), so every replay runs them before its kernels and the host,
+    which prepares the next step while this one runs, never waits for them (issue 36's profile).
+    A bad batch stops the process with a device-side assertion before a kernel reads a row or
+    column out of range. The table's entries are SGLang's own slots, checked with every eagerly
+    prepared batch (prepare_decode), not here. On the CPU the assertions raise at once.
     """
     rows, cols = req_to_token.shape
-    if seq_lens_cpu is not None:
-        low, high = (
-            (int(v) for v in torch.aminmax(seq_lens_cpu)) if seq_lens_cpu.numel() else (1, 1)
-        )
-        if low < 1:
-            raise ValueError("every request needs seq_len >= 1")
-        if high > cols:
-            raise ValueError(f"seq_len {high} > req_to_token's {cols} columns")
-    else:
-        torch._assert_async(
-            ((seq_lens >= 1) & (seq_lens <= cols)).all(),
-            f"tilegate: a replayed decode batch has a seq_len outside 1..{cols}",
-        )
+    torch._assert_async(
+        ((seq_lens >= 1) & (seq_lens <= cols)).all(),
+        f"tilegate: a replayed decode batch has a seq_len outside 1..{cols}",
+    )
     torch._assert_async(
         ((req_pool_indices >= 0) & (req_pool_indices < rows)).all(),
         f"tilegate: a replayed decode batch has a req_pool_index outside 0..{rows - 1}",

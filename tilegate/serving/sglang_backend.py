@@ -91,9 +91,11 @@ class TileLangAttnBackend(AttentionBackend):
             )
 
     # ---- CUDA/HIP graphs (SGLang captures decode steps by default) ----------------------
-    # SGLang 0.5.23's contract (AttentionBackend's docstring): init_cuda_graph_state once, then
-    # init_forward_metadata_out_graph(batch, in_capture) before each capture and each replay,
-    # outside the graph; the batch then carries the graph runner's padded static buffers.
+    # SGLang 0.5.23's contract (AttentionBackend's docstring): init_cuda_graph_state once; before
+    # each capture and each replay, outside the graph, init_forward_metadata_out_graph(batch,
+    # in_capture); inside the capture, init_forward_metadata_in_graph(batch), which every replay
+    # then repeats on the device. The batch carries the graph runner's padded static buffers,
+    # which the runner refills before each replay.
 
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int, kv_indices_buf=None):
         """Static index buffers the captured kernels read; each replay refills them in place."""
@@ -109,31 +111,39 @@ class TileLangAttnBackend(AttentionBackend):
         return 1  # padded requests of a graph batch: one key each, a length the kernels accept
 
     def init_forward_metadata_out_graph(self, forward_batch, in_capture: bool = False):
-        """Before a capture: point the captured kernels at the static buffers. Before a replay:
-        check the new batch without waiting for the device (check_replayed_decode), then refill
-        those buffers with it."""
+        """Before a capture or a replay, on the host: refuse what the captured kernels cannot
+        run, check a replay's lengths on SGLang's host copy (no device work, no wait), and point
+        the layers at the static buffers."""
         with torch.profiler.record_function(PREPARE_RANGE):
-            self._refill_graph_buffers(forward_batch, in_capture)
-
-    def _refill_graph_buffers(self, forward_batch, in_capture: bool) -> None:
-        fb = forward_batch
-        _check_graph_mode(
-            fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None)
-        )
-        bs = fb.batch_size
-        req_pool_indices, seq_lens = fb.req_pool_indices[:bs], fb.seq_lens[:bs]
-        if not in_capture:  # at capture the buffers hold fill values, not a batch
-            from tilegate.serving.batch_indices import check_replayed_decode
-
-            check_replayed_decode(
-                self.req_to_token_pool.req_to_token,
-                req_pool_indices,
-                seq_lens,
-                getattr(fb, "seq_lens_cpu", None),
+            fb = forward_batch
+            _check_graph_mode(
+                fb.forward_mode, getattr(fb, "encoder_lens", None), getattr(fb, "spec_info", None)
             )
+            seq_lens_cpu = getattr(fb, "seq_lens_cpu", None)
+            if not in_capture and seq_lens_cpu is not None:
+                from tilegate.serving.batch_indices import check_host_seq_lens
+
+                check_host_seq_lens(seq_lens_cpu[: fb.batch_size], self._graph_columns())
+            self.forward_metadata = (None, self._graph_batch(fb.batch_size))
+
+    def init_forward_metadata_in_graph(self, forward_batch):
+        """Captured into the graph, so every replay runs it on the device with no host work:
+        check the runner's refilled buffers (a bad entry stops the process with a device-side
+        assertion before a kernel reads out of range), then copy them into the static buffers
+        the kernels read. At capture the buffers hold fill values, which pass."""
+        from tilegate.serving.batch_indices import check_replayed_decode
+
+        bs = forward_batch.batch_size
+        req_pool_indices, seq_lens = (
+            forward_batch.req_pool_indices[:bs],
+            forward_batch.seq_lens[:bs],
+        )
+        check_replayed_decode(self.req_to_token_pool.req_to_token, req_pool_indices, seq_lens)
         self.graph_req_pool_indices[:bs].copy_(req_pool_indices)
         self.graph_seq_lens[:bs].copy_(seq_lens)
-        self.forward_metadata = (None, self._graph_batch(bs))  # any decode batch of this graph
+
+    def _graph_columns(self) -> int:
+        return self.req_to_token_pool.req_to_token.shape[1]
 
     def _graph_batch(self, bs: int):
         from tilegate.serving.batch_indices import BatchIndices
