@@ -66,3 +66,41 @@ def test_the_table_has_a_column_per_backend():
     lines = step_profile.table({"tilelang": p, "triton": p})
     assert lines[0] == "| us per decode step | tilelang | triton |"
     assert "| GPU idle | 32 | 32 |" in lines
+
+
+def test_gpu_time_is_named_by_kernel_and_each_idle_gap_by_the_kernel_that_ends_it():
+    p = step_profile.summarize(TRACE)
+    assert p.top_kernels["gemm"] == pytest.approx(200 / 2)
+    assert p.top_kernels["gemm_overlapping"] == pytest.approx(100 / 2)
+    assert list(p.top_kernels)[0] == "gemm"
+    # 1000 -> 1010 before the first replay's first kernel; 1155 -> 1210 before the second's
+    assert p.idle_before == {
+        "paged_decode_split_kernel_kernel": pytest.approx(10 / 2),
+        "_fwd_grouped_kernel_stage1": pytest.approx(55 / 2),
+    }
+    assert sum(p.idle_before.values()) == pytest.approx(p.idle_us)
+    lines = step_profile.table({"tilelang": p.as_dict()})
+    assert "tilelang, GPU idle before, us per step: _fwd_grouped_kernel_stage1 28; " in "\n".join(
+        lines
+    )
+
+
+def _step(t):
+    return _kernel("gemm", t + 10, 50)
+
+
+def test_the_first_quarter_of_the_steps_where_prefill_chunks_interleave_is_left_out():
+    trace = [
+        _host("cudaGraphLaunch", 0, 5),
+        _kernel("gemm", 10, 10),
+        _kernel("prefill_chunk_gemm", 30, 500),  # the rest of the batch still prefilling
+        *(
+            e
+            for t in (600, 700, 800)
+            for e in (_host("cudaGraphLaunch", t, 5), _kernel("gemm", t + 10, 50))
+        ),
+    ]
+    p = step_profile.summarize(trace)
+    assert p.steps == 3
+    assert "prefill_chunk_gemm" not in p.top_kernels
+    assert p.wall_us == pytest.approx((860 - 600) / 3)

@@ -91,19 +91,25 @@ def run(model: str, spec: dict, engine_for) -> dict:
             for backend, eng in engines.items():
                 out["backends"][backend]["rounds"].append(_measure(eng, batch_ids, long_ids, spec))
         if spec.get("profile_tokens"):
-            out["profile"] = _profiles(engines, batch_ids, spec["profile_tokens"])
+            out["profile"] = _profiles(
+                engines, batch_ids, spec["profile_tokens"], spec.get("profile_activities")
+            )
     finally:
         for eng in engines.values():
             eng.shutdown()
     return out
 
 
-def _profiles(engines: dict, batch_ids: list[list[int]], new_tokens: int) -> dict:
+def _profiles(
+    engines: dict, batch_ids: list[list[int]], new_tokens: int, activities: list[str] | None
+) -> dict:
     """Each backend's decode step under SGLang's profiler (tilegate.harness.sglang.step_profile),
     after the measured rounds so that the profiler's overhead touches none of them."""
     root = Path(tempfile.mkdtemp(prefix="tilegate-step-profile-"))
     return {
-        backend: step_profile.profile_decode(eng, batch_ids, new_tokens, root / backend).as_dict()
+        backend: step_profile.profile_decode(
+            eng, batch_ids, new_tokens, root / backend, activities or step_profile.ACTIVITIES
+        ).as_dict()
         for backend, eng in engines.items()
     }
 

@@ -44,12 +44,23 @@ class EngineRun:
     of engine start-ups overlap the rest of the suite; ``result`` waits for it. The child runs
     under ``sh`` so that its exit code lands in a file any worker can read. A failed run raises,
     with the log's tail, in every test that asks: never a skip. ``python`` and ``cpu``: the CPU
-    venv by default; the MI300X tests pass the gate's own python and cpu=False.
+    venv by default; the MI300X tests pass the gate's own python and cpu=False. ``observed``: the
+    engines serve ``tilelang`` through the harness plugin's observed backend (the default, whose
+    records the tests judge), or, False, through the production plugin alone (the serving
+    benchmark: what users run, with nothing recorded).
 
     As a context manager: started on entry, its process group ended on exit if still running."""
 
-    def __init__(self, workdir: Path, spec: dict, *, python: Path | None = None, cpu: bool = True):
-        self.workdir, self.spec = Path(workdir), spec
+    def __init__(
+        self,
+        workdir: Path,
+        spec: dict,
+        *,
+        python: Path | None = None,
+        cpu: bool = True,
+        observed: bool = True,
+    ):
+        self.workdir, self.spec, self.observed = Path(workdir), spec, observed
         self.python, self.cpu = Path(python or proto.venv_python()), cpu
         self.out, self.exit_file = self.workdir / proto.RESULT, self.workdir / proto.EXIT_CODE
         self.log, self.started = self.workdir / proto.LOG, self.workdir / proto.STARTED
@@ -72,7 +83,7 @@ class EngineRun:
             markers.mkdir(exist_ok=True)
             spec_path = self.workdir / proto.SPEC
             spec_path.write_text(json.dumps(self.spec, indent=2))
-            env = proto.child_env(markers, cpu=self.cpu)
+            env = proto.child_env(markers, cpu=self.cpu, observed=self.observed)
             with open(self.log, "w") as log:
                 proc = subprocess.Popen(
                     [

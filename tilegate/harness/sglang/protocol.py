@@ -70,11 +70,22 @@ def gpu_plugins(configured: str | None) -> str:
     return ",".join([HARNESS_PLUGIN, *names])
 
 
-def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
-    """The child's environment, with the instrumented plugin loaded in place of the production one.
-    CPU (.venv-sglang): SGLang's CPU engine, nothing of the caller's SGLANG_* or PYTHONPATH. GPU
-    (the gate's own python): the caller's SGLANG_* and PYTHONPATH pass through, since that is how
-    an SGLang GPU environment is set up (the MI300X container, the H200's kit)."""
+def production_plugins(configured: str | None, *, cpu: bool) -> str:
+    """SGLANG_PLUGINS that serve ``tilelang`` as users do: the production plugin and, on a GPU, the
+    environment's own plugins, never the harness plugin (its observed backend records each replayed
+    batch, a read back to the host that a benchmark must not pay)."""
+    names = [] if cpu else [n for n in (configured or "").split(",") if n]
+    return ",".join(
+        [PRODUCTION_PLUGIN, *(n for n in names if n not in (PRODUCTION_PLUGIN, HARNESS_PLUGIN))]
+    )
+
+
+def child_env(marker_dir: Path, *, cpu: bool = True, observed: bool = True) -> dict:
+    """The child's environment, with the instrumented plugin loaded in place of the production one
+    (``observed=False``: the production plugin, for the serving benchmark). CPU (.venv-sglang):
+    SGLang's CPU engine, nothing of the caller's SGLANG_* or PYTHONPATH. GPU (the gate's own
+    python): the caller's SGLANG_* and PYTHONPATH pass through, since that is how an SGLang GPU
+    environment is set up (the MI300X container, the H200's kit)."""
     keep_sglang = not cpu
     env = {
         k: v
@@ -85,7 +96,11 @@ def child_env(marker_dir: Path, *, cpu: bool = True) -> dict:
         "HF_HUB_OFFLINE": "1",  # never the hub: the model is built locally or is a local checkpoint
         "TRANSFORMERS_OFFLINE": "1",
         MARKER_DIR_ENV: str(marker_dir),
-        "SGLANG_PLUGINS": HARNESS_PLUGIN if cpu else gpu_plugins(os.environ.get("SGLANG_PLUGINS")),
+        "SGLANG_PLUGINS": (
+            (HARNESS_PLUGIN if cpu else gpu_plugins(os.environ.get("SGLANG_PLUGINS")))
+            if observed
+            else production_plugins(os.environ.get("SGLANG_PLUGINS"), cpu=cpu)
+        ),
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }

@@ -1,12 +1,15 @@
 """Where a served decode step's time goes: SGLang's torch profiler around a batch's generation
 (inside the bench child, tilegate.harness.sglang.bench), its Chrome trace summed per step.
 
-The decode window starts at the first CUDA-graph launch (SGLang replays a graph per decode step;
-the batch's prefill runs before it, eagerly) and ends at the last kernel's end. Per step: the
+The decode window starts at a CUDA-graph launch (SGLang replays a graph per decode step; the
+batch's prefill runs eagerly, before and between the first of them) a quarter of the way through
+the steps, and ends at the last kernel's end. Per step: the
 window's wall time, the GPU time of each kernel category (the decode attention kernels, their
 combine, every other kernel), the time no kernel ran, and the host time spent in the backend's
 per-batch preparation (``PREPARE_RANGE``, a record_function the tilelang backend opens) and in
-calls that wait for the device.
+calls that wait for the device. Two breakdowns say where to look next: the kernels with the most GPU
+time, and the kernels the GPU was idle before (a gap is charged to the kernel that ends it, so idle
+between graph replays lands on each step's first kernel).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,6 +32,11 @@ CATEGORIES = (
 OTHER = "other kernels"
 # runtime calls only: an aten op that reads back (aten::_local_scalar_dense) encloses one of these
 HOST_WAITS = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize")
+TOP = 12  # kernels named in each breakdown
+# SGLang's profiler activities. ["GPU"] alone records kernels and CUDA runtime calls (the graph
+# launches and syncs the summary needs) without timing every host op, which slows the host enough
+# to leave the GPU waiting for it: the idle figure is then the unprofiled host's, nearly.
+ACTIVITIES = ("CPU", "GPU")
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class StepProfile:
     idle_us: float  # wall minus the union of kernel intervals
     prepare_us: float  # host, inside PREPARE_RANGE
     host_wait_us: float  # host, in calls that wait for the device
+    top_kernels: dict[str, float]  # the TOP kernel names with the most GPU time
+    idle_before: dict[str, float]  # the TOP kernel names the GPU was idle longest before
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -52,36 +63,49 @@ def category(kernel_name: str) -> str:
     return OTHER
 
 
-def _busy_us(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of [start, end) intervals: kernels of two streams may overlap."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end <= reach:
-            continue
-        total += end - max(start, reach)
-        reach = end
-    return total
+def _busy_and_gaps(kernels: list[dict], begin: float) -> tuple[float, Counter[str]]:
+    """Length of the union of the kernels' [start, end) intervals (kernels of two streams may
+    overlap), and each idle gap from ``begin`` on, charged to the kernel that ends it."""
+    busy, reach, gaps = 0.0, begin, Counter[str]()
+    for e in sorted(kernels, key=lambda e: e["ts"]):
+        start, end = e["ts"], e["ts"] + e["dur"]
+        if start > reach:
+            gaps[e["name"]] += start - reach
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy, gaps
+
+
+def _top(per_name: Counter[str], steps: int) -> dict[str, float]:
+    return {name[:100]: us / steps for name, us in per_name.most_common(TOP)}
 
 
 def summarize(events: list[dict]) -> StepProfile:
     """One profile's trace events (Chrome trace format, times in us) as per-step figures."""
-    launches = [e for e in events if e.get("name") == "cudaGraphLaunch"]
+    launches = sorted(e["ts"] for e in events if e.get("name") == "cudaGraphLaunch")
     if not launches:
         raise ValueError("no cudaGraphLaunch in the trace: no decode step ran as a graph")
-    begin = min(e["ts"] for e in launches)
+    # The first quarter of the steps is left out: requests whose prefill chunk is done may decode
+    # (as a graph) while the rest of the batch still prefills, which put prefill kernels into a
+    # profiled triton window on the H200.
+    launches = launches[len(launches) // 4 :]
+    begin = launches[0]
     kernels = [e for e in events if e.get("cat") == "kernel" and e["ts"] >= begin]
     if not kernels:
         raise ValueError("no kernel in the trace after the first graph launch")
     end = max(e["ts"] + e["dur"] for e in kernels)
     steps = len(launches)
     per_category: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES} | {OTHER: 0.0}
+    per_kernel: Counter[str] = Counter()
     for e in kernels:
         per_category[category(e["name"])] += e["dur"]
+        per_kernel[e["name"]] += e["dur"]
     host = [e for e in events if e.get("ph") == "X" and begin <= e.get("ts", -1) <= end]
     prepare = sum(e["dur"] for e in host if e.get("name") == PREPARE_RANGE)
     waits = sum(e["dur"] for e in host if HOST_WAITS.search(e.get("name", "")))
     wall = end - begin
-    busy = _busy_us([(e["ts"], e["ts"] + e["dur"]) for e in kernels])
+    busy, gaps = _busy_and_gaps(kernels, begin)
     return StepProfile(
         steps=steps,
         wall_us=wall / steps,
@@ -89,6 +113,8 @@ def summarize(events: list[dict]) -> StepProfile:
         idle_us=(wall - busy) / steps,
         prepare_us=prepare / steps,
         host_wait_us=waits / steps,
+        top_kernels=_top(per_kernel, steps),
+        idle_before=_top(gaps, steps),
     )
 
 
@@ -102,11 +128,13 @@ def read_trace(folder: Path) -> list[dict]:
         return json.load(f)["traceEvents"]
 
 
-def profile_decode(engine, ids: list[list[int]], new_tokens: int, folder: Path) -> StepProfile:
+def profile_decode(
+    engine, ids: list[list[int]], new_tokens: int, folder: Path, activities=ACTIVITIES
+) -> StepProfile:
     """Profile ``engine`` generating ``new_tokens`` for the batch ``ids`` (greedy)."""
     folder.mkdir(parents=True, exist_ok=True)
     engine.start_profile(
-        output_dir=str(folder), activities=["CPU", "GPU"], with_stack=False, record_shapes=False
+        output_dir=str(folder), activities=list(activities), with_stack=False, record_shapes=False
     )
     engine.generate(
         input_ids=ids,
@@ -134,4 +162,10 @@ def table(profiles: dict[str, dict]) -> list[str]:
     for label, get in rows:
         lines.append(f"| {label} | " + " | ".join(f"{get(profiles[n]):.0f}" for n in names) + " |")
     lines.append("steps: " + ", ".join(f"{n} {profiles[n]['steps']}" for n in names))
+    for n in names:
+        for title, key in (("GPU time", "top_kernels"), ("GPU idle before", "idle_before")):
+            lines.append(
+                f"{n}, {title}, us per step: "
+                + "; ".join(f"{k} {v:.0f}" for k, v in profiles[n][key].items())
+            )
     return lines
