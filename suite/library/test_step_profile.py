@@ -85,10 +85,6 @@ def test_gpu_time_is_named_by_kernel_and_each_idle_gap_by_the_kernel_that_ends_i
     )
 
 
-def _step(t):
-    return _kernel("gemm", t + 10, 50)
-
-
 def test_the_first_quarter_of_the_steps_where_prefill_chunks_interleave_is_left_out():
     trace = [
         _host("cudaGraphLaunch", 0, 5),
@@ -104,3 +100,63 @@ def test_the_first_quarter_of_the_steps_where_prefill_chunks_interleave_is_left_
     assert p.steps == 3
     assert "prefill_chunk_gemm" not in p.top_kernels
     assert p.wall_us == pytest.approx((860 - 600) / 3)
+
+
+def _correlated(event, correlation):
+    return event | {"args": {"correlation": correlation}}
+
+
+def test_the_window_begins_at_the_first_kernel_of_a_replay_not_at_its_launch_call():
+    # the host runs ahead: it launches a step while the last one's kernels still run; those must
+    # not be charged to the window (the launch call is correlated with its kernels by id)
+    def launch(t, c):
+        return _correlated(
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": t, "dur": 5}, c
+        )
+
+    trace = [
+        launch(0, 1),
+        _correlated(_kernel("gemm", 10, 200), 1),
+        launch(100, 2),  # the window's first step (1 launch of 4 is left out)
+        launch(300, 3),
+        launch(500, 4),
+        _correlated(_kernel("tail_of_step_1", 210, 40), 1),  # after launch 2's call: not counted
+        _correlated(_kernel("gemm", 250, 200), 2),
+        _correlated(_kernel("gemm", 450, 200), 3),
+        _correlated(_kernel("gemm", 650, 200), 4),
+    ]
+    p = step_profile.summarize(trace)
+    assert p.window_start == "the first kernel of a graph replay"
+    assert p.steps == 3
+    assert p.wall_us == pytest.approx((850 - 250) / 3)
+    assert "tail_of_step_1" not in p.top_kernels
+    # the same trace with nothing correlated: the launch call's time, and the tail counted
+    plain = step_profile.summarize([{k: v for k, v in e.items() if k != "args"} for e in trace])
+    assert plain.window_start.startswith("a graph launch call")
+    assert plain.top_kernels["tail_of_step_1"] == pytest.approx(40 / 3)
+
+
+def test_a_profile_without_host_ops_says_the_preparation_was_not_recorded():
+    # runtime calls are recorded with GPU activity alone; host ops (the preparation range) are not
+    runtime = ("cudaGraphLaunch", "cudaStreamSynchronize")
+    gpu_only = [
+        e | {"cat": "cuda_runtime"} if e["name"] in runtime else e
+        for e in TRACE
+        if e["cat"] != "cpu_op" or e["name"] in runtime
+    ]
+    p = step_profile.summarize(gpu_only)
+    assert p.prepare_us is None
+    assert step_profile.summarize(TRACE).prepare_us is not None
+    lines = step_profile.table({"tilelang": p.as_dict()})
+    assert "| host: backend's batch preparation | not recorded |" in lines
+
+
+def test_kernels_whose_names_share_their_first_hundred_characters_stay_apart():
+    stem = "void at::native::elementwise_kernel<" + "x" * 100
+    trace = [
+        _host("cudaGraphLaunch", 0, 5),
+        _kernel(stem + "<add>", 10, 30),
+        _kernel(stem + "<mul>", 40, 20),
+    ]
+    p = step_profile.summarize(trace)
+    assert p.top_kernels == {stem + "<add>": 30, stem + "<mul>": 20}

@@ -6,7 +6,8 @@ backend, with nothing recorded.
 
 Symptom: the serving benchmark measured the observed backend. Its read back on every decode
 replay held the H200 idle about 1.4 ms of each batch-32 step, and the host-side difference alone
-set the tilelang-vs-triton ratio (issue 36's profile). Fix: EngineRun(observed=False)."""
+set the tilelang-vs-triton ratio (issue 36's profile). Fix: EngineRun(observed=False), and the
+benchmark's figures refused when its engines wrote markers (bench.figures_of)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import subprocess
 
 import pytest
 
+from tilegate.harness.sglang import bench
 from tilegate.harness.sglang import protocol as proto
+from tilegate.harness.sglang.driver import EngineRun
 
 pytestmark = pytest.mark.sglang
 
@@ -69,3 +72,32 @@ def test_a_callers_plugin_list_cannot_bring_the_harness_into_the_benchmark(monke
     assert (
         proto.child_env(proto.REPO_ROOT, cpu=False)["SGLANG_PLUGINS"] == "tilelang-harness,sglkit"
     )
+
+
+# The benchmark's smallest run on the CPU: SGLang's CPU engine serving the harness's reference
+# kernels (``tilelang-reference``, registered by the harness plugin only; the production backend
+# refuses a machine with no GPU).
+TINY_BENCH = {
+    "backends": ["tilelang-reference"],
+    "batch": 2,
+    "input_len": 8,
+    "output_len": 2,
+    "long_len": 16,
+    "long_output": 2,
+    "seed": 0,
+    "rounds": 1,
+    "engine_kwargs": {"context_length": 1024},  # the tiny model has 2048 positions
+}
+
+
+@pytest.mark.nested  # an engine start, ~40 CPU s
+def test_a_benchmark_served_through_the_harness_plugin_is_refused(tmp_path):
+    """The child's markers of its benchmark engines, as the serving benchmark reads them: an
+    engine that loaded the harness plugin wrote them, and its figures are refused."""
+    spec = bench.child_spec(TINY_BENCH, model="tiny", device="cpu", dtype="float32")
+    result = EngineRun(tmp_path / "bench", spec).result(timeout=900)
+    served = result["bench"]["backends"]["tilelang-reference"]
+    assert served["rounds"] and served["attention_backend"] == "tilelang-reference"
+    assert result["bench_markers"]["registered_pids"], result["bench_markers"]
+    with pytest.raises(bench.HarnessPluginRan, match="harness plugin ran"):
+        bench.figures_of(result)

@@ -32,6 +32,38 @@ FIGURES = (
 )
 
 
+class HarnessPluginRan(RuntimeError):
+    """The benchmark's engines served the harness's observed backend, not the production one."""
+
+
+def child_spec(
+    bench: dict, model: str = "llama3-8b-shape", device: str = "cuda", dtype: str = "bfloat16"
+) -> dict:
+    """A child spec (tilegate.harness.sglang.child) with only the benchmark phase: no comparison
+    prompts, no reference."""
+    return {
+        "model": model,
+        "rounds": [],
+        "max_new_tokens": 1,
+        "reference": False,
+        "backends": [],
+        "device": device,
+        "dtype": dtype,
+        "engine_kwargs": {},
+        "bench": bench,
+    }
+
+
+def figures_of(result: dict) -> dict:
+    """The child's benchmark figures, refused if the harness plugin ran in its engines: it writes
+    markers from every SGLang process it loads in (suite/serving/test_bench_plugins.py shows both
+    sides)."""
+    recorded = result["bench_markers"]
+    if recorded["registered_pids"] or recorded["backend"]:
+        raise HarnessPluginRan(f"the harness plugin ran in the benchmark's engines: {recorded}")
+    return result["bench"]
+
+
 def _prompts(vocab: int, count: int, length: int, rng: random.Random) -> list[list[int]]:
     return [[rng.randrange(vocab) for _ in range(length)] for _ in range(count)]
 

@@ -33,10 +33,12 @@ OTHER = "other kernels"
 # runtime calls only: an aten op that reads back (aten::_local_scalar_dense) encloses one of these
 HOST_WAITS = re.compile(r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize")
 TOP = 12  # kernels named in each breakdown
-# SGLang's profiler activities. ["GPU"] alone records kernels and CUDA runtime calls (the graph
-# launches and syncs the summary needs) without timing every host op, which slows the host enough
-# to leave the GPU waiting for it: the idle figure is then the unprofiled host's, nearly.
+# SGLang's profiler activities, by default both. ["GPU"] alone (what the serving benchmark asks)
+# records kernels and CUDA runtime calls (the graph launches and syncs the summary needs) without
+# timing every host op, which slows the host enough to leave the GPU waiting for it: the idle
+# figure is then the unprofiled host's, nearly; the backend's preparation is not recorded.
 ACTIVITIES = ("CPU", "GPU")
+NAME_CHARS = 100  # of a kernel's name in the table (templated names run to thousands)
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,11 @@ class StepProfile:
     wall_us: float
     kernel_us: dict[str, float]  # per category, GPU time
     idle_us: float  # wall minus the union of kernel intervals
-    prepare_us: float  # host, inside PREPARE_RANGE
+    prepare_us: float | None  # host, inside PREPARE_RANGE; None: host ops were not recorded
     host_wait_us: float  # host, in calls that wait for the device
     top_kernels: dict[str, float]  # the TOP kernel names with the most GPU time
     idle_before: dict[str, float]  # the TOP kernel names the GPU was idle longest before
+    window_start: str  # where the profiled steps begin (summarize)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -78,20 +81,38 @@ def _busy_and_gaps(kernels: list[dict], begin: float) -> tuple[float, Counter[st
 
 
 def _top(per_name: Counter[str], steps: int) -> dict[str, float]:
-    return {name[:100]: us / steps for name, us in per_name.most_common(TOP)}
+    return {name: us / steps for name, us in per_name.most_common(TOP)}
+
+
+def _window_start(launch: dict, kernels: list[dict]) -> tuple[float, str]:
+    """The first kernel a graph launch ran (the profiler gives both one correlation id), so that
+    the previous step's kernels, still running when the host launched this one, stay out; the
+    launch call's own time where no kernel is correlated with it."""
+    corr = launch.get("args", {}).get("correlation")
+    starts = [
+        k["ts"]
+        for k in kernels
+        if corr is not None and k.get("args", {}).get("correlation") == corr
+    ]
+    if starts:
+        return min(starts), "the first kernel of a graph replay"
+    return launch["ts"], "a graph launch call (no kernel correlated with it)"
 
 
 def summarize(events: list[dict]) -> StepProfile:
     """One profile's trace events (Chrome trace format, times in us) as per-step figures."""
-    launches = sorted(e["ts"] for e in events if e.get("name") == "cudaGraphLaunch")
+    launches = sorted(
+        (e for e in events if e.get("name") == "cudaGraphLaunch"), key=lambda e: e["ts"]
+    )
     if not launches:
         raise ValueError("no cudaGraphLaunch in the trace: no decode step ran as a graph")
     # The first quarter of the steps is left out: requests whose prefill chunk is done may decode
     # (as a graph) while the rest of the batch still prefills, which put prefill kernels into a
     # profiled triton window on the H200.
     launches = launches[len(launches) // 4 :]
-    begin = launches[0]
-    kernels = [e for e in events if e.get("cat") == "kernel" and e["ts"] >= begin]
+    all_kernels = [e for e in events if e.get("cat") == "kernel"]
+    begin, window_start = _window_start(launches[0], all_kernels)
+    kernels = [e for e in all_kernels if e["ts"] >= begin]
     if not kernels:
         raise ValueError("no kernel in the trace after the first graph launch")
     end = max(e["ts"] + e["dur"] for e in kernels)
@@ -103,6 +124,7 @@ def summarize(events: list[dict]) -> StepProfile:
         per_kernel[e["name"]] += e["dur"]
     host = [e for e in events if e.get("ph") == "X" and begin <= e.get("ts", -1) <= end]
     prepare = sum(e["dur"] for e in host if e.get("name") == PREPARE_RANGE)
+    host_ops = any(e.get("cat") == "cpu_op" for e in events)  # the CPU activity was on
     waits = sum(e["dur"] for e in host if HOST_WAITS.search(e.get("name", "")))
     wall = end - begin
     busy, gaps = _busy_and_gaps(kernels, begin)
@@ -111,10 +133,11 @@ def summarize(events: list[dict]) -> StepProfile:
         wall_us=wall / steps,
         kernel_us={k: v / steps for k, v in per_category.items()},
         idle_us=(wall - busy) / steps,
-        prepare_us=prepare / steps,
+        prepare_us=prepare / steps if host_ops else None,
         host_wait_us=waits / steps,
         top_kernels=_top(per_kernel, steps),
         idle_before=_top(gaps, steps),
+        window_start=window_start,
     )
 
 
@@ -144,6 +167,10 @@ def profile_decode(
     return summarize(read_trace(folder))
 
 
+def _us(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:.0f}"
+
+
 def table(profiles: dict[str, dict]) -> list[str]:
     """Markdown: per backend, microseconds per decode step."""
     names = list(profiles)
@@ -152,7 +179,7 @@ def table(profiles: dict[str, dict]) -> list[str]:
         *((f"GPU: {c}", lambda p, c=c: p["kernel_us"][c]) for c, _ in CATEGORIES),
         (f"GPU: {OTHER}", lambda p: p["kernel_us"][OTHER]),
         ("GPU idle", lambda p: p["idle_us"]),
-        ("host: backend's batch preparation", lambda p: p["prepare_us"]),
+        ("host: backend's batch preparation", lambda p: p["prepare_us"]),  # None: not recorded
         ("host: waiting for the device", lambda p: p["host_wait_us"]),
     ]
     lines = [
@@ -160,12 +187,13 @@ def table(profiles: dict[str, dict]) -> list[str]:
         "|---|" + "---|" * len(names),
     ]
     for label, get in rows:
-        lines.append(f"| {label} | " + " | ".join(f"{get(profiles[n]):.0f}" for n in names) + " |")
+        lines.append(f"| {label} | " + " | ".join(_us(get(profiles[n])) for n in names) + " |")
     lines.append("steps: " + ", ".join(f"{n} {profiles[n]['steps']}" for n in names))
+    lines.append("window from: " + ", ".join(f"{n} {profiles[n]['window_start']}" for n in names))
     for n in names:
         for title, key in (("GPU time", "top_kernels"), ("GPU idle before", "idle_before")):
             lines.append(
                 f"{n}, {title}, us per step: "
-                + "; ".join(f"{k} {v:.0f}" for k, v in profiles[n][key].items())
+                + "; ".join(f"{k[:NAME_CHARS]} {v:.0f}" for k, v in profiles[n][key].items())
             )
     return lines
