@@ -8,10 +8,13 @@ OUT is the container's /out: artifacts/, baselines/ and .test_durations. DEST (n
 artifacts/, suite/baselines/ and .test_durations, the layout the upload always had. The code under
 test wrote OUT, so nothing in it is followed or trusted: every folder and file is opened relative
 to its parent's descriptor with O_NOFOLLOW, and only folders and regular files with one link are
-taken. Symlinks, devices, FIFOs, sockets, hard links, a `.git` entry, a name with a control
-character, a file over the size cap, anything past the file count or the total cap: each is
-refused, listed in DEST/refused.json and on stderr as a GitHub annotation, and the command exits 1
-once the rest is copied.
+taken. A name is data too: the upload keeps it and an unzip on another machine writes it, so a path
+is taken only in a small alphabet (NAME below: letters, digits, `._+-`, `/` between names, no `.`
+or `..`, bounded length and depth). Symlinks, devices, FIFOs, sockets, hard links, a `.git` entry,
+a name outside the alphabet, a file over the size cap, anything past the file count or the total
+cap: each is refused and counted; the first MAX_REPORTED are listed in DEST/refused.json and on
+stderr as GitHub annotations (their names escaped into the alphabet), then the count, and the
+command exits 1 once the rest is copied.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # (path under OUT, path under DEST)
@@ -34,29 +38,75 @@ FILE_CAP = 256 * 2**20  # the largest record: a code object's disassembly is a f
 TOTAL_CAP = 4 * 2**30
 MAX_FILES = 50_000  # files and folders
 MAX_DEPTH = 32
+MAX_NAME = 128  # one name's characters
+MAX_PATH = 512  # a whole path's, under OUT
+MAX_REPORTED = 20  # refusals listed by name; the rest are counted
 CHUNK = 2**20
+# the characters of a name (`/` separates names); a name of dots only, or one that starts with `-`
+# (an option to a tool), is refused on its own
+NAME = re.compile(rf"[A-Za-z0-9._+-]{{1,{MAX_NAME}}}")
+
+
+def shown(path: str) -> str:
+    """``path`` in the alphabet NAME takes and `/`: every other character as \\xNN, \\uNNNN or
+    \\UNNNNNNNN (a backslash too), so no refused name reaches a log or a JSON reader as itself."""
+    return "".join(
+        c
+        if c == "/" or NAME.fullmatch(c)
+        else f"\\x{ord(c):02x}"
+        if ord(c) < 0x100
+        else f"\\u{ord(c):04x}"
+        if ord(c) < 0x10000
+        else f"\\U{ord(c):08x}"
+        for c in path
+    )
+
+
+def name_refused(name: str, rel: str) -> str | None:
+    """Why ``name`` (the last name of ``rel``) is not taken; None when it is."""
+    if name == ".git" or not name.strip(".") or name.startswith("-"):
+        return "name refused (.git, dots only, or a leading -)"
+    if not NAME.fullmatch(name):
+        return f"name refused (outside letters, digits and ._+-, or over {MAX_NAME} characters)"
+    if len(rel) > MAX_PATH:
+        return f"path refused (over {MAX_PATH} characters)"
+    return None
 
 
 @dataclass(frozen=True)
 class Refusal:
-    path: str  # relative to OUT
+    path: str  # relative to OUT, escaped by shown()
     why: str
+
+
+@dataclass
+class Refusals:
+    """The first MAX_REPORTED refusals and how many there were in all."""
+
+    first: list[Refusal] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, path: str, why: str) -> None:
+        self.count += 1
+        if len(self.first) < MAX_REPORTED:
+            self.first.append(Refusal(shown(path), why))
 
 
 class Collector:
     def __init__(self, dest: Path) -> None:
         self.dest = dest
-        self.refused: list[Refusal] = []
+        self.refused = Refusals()
         self.files = 0
         self.bytes = 0
 
     def refuse(self, path: str, why: str) -> None:
-        self.refused.append(Refusal(path, why))
+        self.refused.add(path, why)
 
     def take(self, parent_fd: int, name: str, rel: str, target: Path) -> None:
         """Copies the entry ``name`` of the folder open as ``parent_fd`` to ``target``."""
-        if name == ".git" or not name.isprintable() or "/" in name:
-            self.refuse(rel, "name refused (.git, or a control character)")
+        why = name_refused(name, rel)
+        if why:
+            self.refuse(rel, why)
             return
         try:
             fd = os.open(
@@ -90,7 +140,15 @@ class Collector:
             return
         self.files += 1
         target.mkdir(parents=True, exist_ok=True)
-        for name in sorted(os.listdir(fd)):
+        names = sorted(os.listdir(fd))  # sorted: the same refusals listed on every run
+        for i, name in enumerate(names):
+            if self.files >= MAX_FILES:  # the rest is counted, not opened: a million stay cheap
+                rest = names[i:]
+                listed = rest[: max(0, MAX_REPORTED - len(self.refused.first))]
+                for late in listed:
+                    self.refuse(f"{rel}/{late}", "over the collection's file count")
+                self.refused.count += len(rest) - len(listed)
+                break
             self.take(fd, name, f"{rel}/{name}", target / name)
 
     def copy(self, fd: int, target: Path, size: int) -> None:
@@ -105,11 +163,11 @@ class Collector:
         self.bytes += min(copied, size)
 
 
-def collect(out: Path, dest: Path) -> list[Refusal]:
+def collect(out: Path, dest: Path) -> Refusals:
     dest.mkdir(parents=True)  # a new folder, made by the host
     collector = Collector(dest)
     if not out.is_dir():  # the container never started: nothing to take, the summary says so
-        return []
+        return collector.refused
     root = os.open(out, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         present = set(os.listdir(root))
@@ -125,11 +183,18 @@ def collect(out: Path, dest: Path) -> list[Refusal]:
     return collector.refused
 
 
-def annotation(refusal: Refusal) -> str:
-    text = f"collect_records refused {refusal.path}: {refusal.why}"
-    return "::error title=record refused::" + text.replace("%", "%25").replace("\r", "%0D").replace(
-        "\n", "%0A"
-    )
+def annotations(refused: Refusals) -> list[str]:
+    """The workflow commands for ``refused``: its paths are escaped by shown() already, and the
+    reasons are this script's own words, so no line holds a control character or a `::` of the
+    code under test's."""
+    lines = [
+        f"::error title=record refused::collect_records refused {r.path}: {r.why}"
+        for r in refused.first
+    ]
+    if refused.count > len(refused.first):
+        more = refused.count - len(refused.first)
+        lines.append(f"::error title=record refused::collect_records refused {more} more entries")
+    return lines
 
 
 def main() -> int:
@@ -138,12 +203,10 @@ def main() -> int:
     parser.add_argument("dest", type=Path, help="a new folder for the upload and the summary")
     args = parser.parse_args()
     refused = collect(args.out, args.dest)
-    if refused:
-        (args.dest / "refused.json").write_text(
-            json.dumps([asdict(r) for r in refused], indent=1) + "\n"
-        )
-        print("\n".join(annotation(r) for r in refused), file=sys.stderr)
-    return 1 if refused else 0
+    if refused.count:
+        (args.dest / "refused.json").write_text(json.dumps(asdict(refused), indent=1) + "\n")
+        print("\n".join(annotations(refused)), file=sys.stderr)
+    return 1 if refused.count else 0
 
 
 if __name__ == "__main__":

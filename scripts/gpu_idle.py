@@ -8,6 +8,9 @@ left nothing running). Stdlib only.
 The amdgpu kernel driver lists every process that has the GPU open (/dev/kfd) as a folder
 /sys/class/kfd/kfd/proc/<pid> (what rocm-smi --showpids reads). A machine without that folder
 has no ROCm driver loaded: that fails too.
+
+Any process's command line is printed, into the job's log, where a line that starts with `::`
+(after spaces) or holds `##[` is a workflow command: so each is printed escaped (printable()).
 """
 
 from __future__ import annotations
@@ -19,20 +22,26 @@ from pathlib import Path
 KFD_PROC = Path("/sys/class/kfd/kfd/proc")
 
 
+def printable(raw: bytes) -> str:
+    r"""``raw`` as printable ASCII on one line: a backslash as ``\\``, every byte outside 0x20-0x7e
+    as ``\xHH`` (a newline or a lone \r would start a line of the process's choosing, an escape
+    byte drive the terminal), and the ``#`` of ``#[`` as ``\x23`` (the runner's older
+    ``##[command]`` form is obeyed anywhere in a line)."""
+    text = "".join(
+        "\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}" for b in raw
+    )
+    return text.replace("#[", "\\x23[")
+
+
 def holders(kfd_proc: Path) -> dict[int, str]:
-    """pid -> command line of every other process holding the GPU."""
+    """pid -> command line of every other process holding the GPU, escaped (printable())."""
     out = {}
     for entry in kfd_proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmd = (
-                (Path("/proc") / entry.name / "cmdline")
-                .read_bytes()
-                .replace(b"\0", b" ")
-                .decode(errors="replace")
-                .strip()
-            )
+            raw = (Path("/proc") / entry.name / "cmdline").read_bytes()
+            cmd = printable(raw.replace(b"\0", b" ").strip())
         except OSError:
             cmd = "(not visible from here: another container or namespace)"
         out[int(entry.name)] = cmd or "(no command line)"

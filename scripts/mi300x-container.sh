@@ -5,16 +5,24 @@
 #   scripts/mi300x-container.sh wheels WHEELS
 #       networked, no code under test mounted: pip downloads the wheels main's lock names
 #       (scripts/mi300x-wheels.txt, every file by sha256) into WHEELS, in the image's own Python.
-#   scripts/mi300x-container.sh gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...]
+#   scripts/mi300x-container.sh gate TREE OUT CACHE WHEELS -- COMMAND [ARG ...]
 #       offline: COMMAND runs in the tree under test through scripts/mi300x-inside.sh.
 #
 # What the gate run sees (nothing else of the host):
 #   TREE    -> /gate     read-only: the export of the commit (scripts/mi300x-export.sh), no .git
-#   OUT     -> /out      the records (artifacts/, baselines/, .test_durations): a new, empty folder;
-#                        the host takes plain files from it (scripts/collect_records.py), nothing else
-#   CACHE   -> /cache    the compile cache of this trust level (scripts/mi300x-cache.sh)
-#   SCRATCH -> /scratch  home, the writable copy of the tree, tox's envs, TileLang's JIT cache
+#   OUT     -> /out      the records (artifacts/, baselines/, .test_durations): a new, empty folder
+#                        on a filesystem of at most TILEGATE_WORK_FS_MAX bytes (the runner's work
+#                        filesystem, docs/runner.md); the host takes plain files from it
+#                        (scripts/collect_records.py), nothing else
+#   CACHE   -> /cache    main's compile cache: writable for main's runs (TRUST=main); any other run
+#                        gets a size-limited tmpfs filled from a read-only mount of it
+#                        (/cache-seed), so nothing it writes is ever read by main
+#   tmpfs   -> /scratch  home, the writable copy of the tree, tox's envs, TileLang's JIT cache;
+#                        and /tmp. The root filesystem is read-only.
 #   WHEELS  -> /wheels   read-only: what pip may install (no index: the network is off)
+# Every writable place but /out (and main's own cache) is a tmpfs of a fixed size, made by the
+# daemon for this container and gone with it: a full one fails the run, not the host's disk, and
+# nothing in it outlives the run.
 # and as whom: the runner's own non-root uid with the GPU device nodes' groups, no capabilities,
 # no new privileges, the runtime's default seccomp profile, no network, a private /dev/shm,
 # memory and process limits. The host runs nothing from any of these folders.
@@ -25,7 +33,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
-  echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE SCRATCH WHEELS -- COMMAND [ARG ...] | $0 stop" >&2
+  echo "usage: $0 wheels WHEELS | $0 gate TREE OUT CACHE WHEELS -- COMMAND [ARG ...] | $0 stop" >&2
   exit 2
 }
 # every container this script starts carries this label: `stop` ends any a cancel or a timeout left
@@ -66,11 +74,29 @@ case ${1:-} in
       "$image" python3 -m pip download --no-cache-dir --quiet --require-hashes --no-deps --only-binary=:all: \
         -r "$lock" -d /wheels ;;
   gate)
-    [ $# -ge 8 ] && [ "$7" = "--" ] || usage
-    tree=$2; out=$3; cache=$4; scratch=$5; wheels=$6; shift 7
+    [ $# -ge 7 ] && [ "$6" = "--" ] || usage
+    tree=$2; out=$3; cache=$4; wheels=$5; shift 6
     [ -d "$tree" ] && [ ! -e "$tree/.git" ] || { echo "mi300x-container: $tree is no exported tree (missing, or has .git)" >&2; exit 1; }
-    mkdir -p "$out" "$cache" "$scratch" "$wheels"
+    mkdir -p "$out" "$cache" "$wheels"
     [ -z "$(ls -A "$out")" ] || { echo "mi300x-container: $out is not empty; the records go into a new folder" >&2; exit 1; }
+    # /out is the one writable host folder: its filesystem bounds what a run can write there
+    fs_max=${TILEGATE_WORK_FS_MAX:-$((64 * 2**30))}
+    fs_size=$(( $(stat -f -c '%b * %S' "$out") ))
+    if [ "$fs_size" -gt "$fs_max" ]; then
+      echo "mi300x-container: $out is on a filesystem of $fs_size bytes, over TILEGATE_WORK_FS_MAX ($fs_max):" >&2
+      echo "  the runner's work folder must be a filesystem of its own, of bounded size (docs/runner.md)" >&2
+      exit 1
+    fi
+    tmpfs_opts="rw,exec,nosuid,nodev,mode=0700,uid=$uid,gid=$gid"
+    writable=(--read-only
+              --tmpfs "/tmp:$tmpfs_opts,size=${TILEGATE_TMP_SIZE:-8g}"
+              --tmpfs "/scratch:$tmpfs_opts,size=${TILEGATE_SCRATCH_SIZE:-64g}")
+    if [ "${TRUST:-}" = main ]; then
+      writable+=(-v "$cache:/cache")
+    else  # a copy of main's, in memory of this container's only
+      writable+=(--tmpfs "/cache:$tmpfs_opts,size=${TILEGATE_CACHE_SIZE:-16g}" -v "$cache:/cache-seed:ro"
+                 -e TILEGATE_CACHE_SEED=/cache-seed)
+    fi
     # the GPUs: KFD and the render nodes, with the groups that own them on this host (by number: the
     # image's group names need not match the host's)
     gpu=()
@@ -87,12 +113,15 @@ case ${1:-} in
     # its own, sized for the engines' processes (ROCm's container instructions ask for 16g)
     # the container's output is the job's log: no line of it may be a workflow command (a forged
     # annotation, ::add-mask::), so commands stay off behind a token it cannot know
+    # one stream (stderr): the runner reads stdout and stderr apart, so a window opened on one would
+    # not cover lines of the other
+    exec 1>&2
     token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     echo "::stop-commands::$token"
     rc=0
     docker run "${hardened[@]}" "${gpu[@]}" \
       --network=none --ipc=private --shm-size="${TILEGATE_CONTAINER_SHM:-16g}" \
-      -v "$tree:/gate:ro" -v "$out:/out" -v "$cache:/cache" -v "$scratch:/scratch" -v "$wheels:/wheels:ro" \
+      -v "$tree:/gate:ro" -v "$out:/out" "${writable[@]}" -v "$wheels:/wheels:ro" \
       -v "$here/scripts/mi300x-inside.sh:$inside:ro" -v "$here/scripts/mi300x-wheels.txt:$lock:ro" "${model[@]}" \
       -w /scratch \
       -e HOME=/scratch/home -e TILEGATE_CACHE=/cache -e TILELANG_CACHE_DIR=/scratch/tilelang-cache \

@@ -12,17 +12,45 @@
 # refused at the fetch (fsck), and the extraction drops any that got past it.
 # GITHUB_TOKEN, if set, authenticates the fetch (a private repository) through git's environment,
 # never its config files or command line.
+#
+# Its output is the job's log, and git prints text of the commit's (fsck quotes a .gitmodules
+# value, newlines and all): no line of it may be a workflow command (a forged annotation,
+# ::add-mask::, ::stop-commands::). So all of it goes to one stream, stderr (the runner reads
+# stdout and stderr on two threads, so a window opened on one does not cover the other), inside a
+# ::stop-commands:: window, and every line of git's is escaped as well (scrub below).
 set -euo pipefail
-[ $# -eq 3 ] || { echo "usage: $0 REPOSITORY_URL SHA TREE" >&2; exit 2; }
+exec 1>&2
+export LC_ALL=C  # git's messages in ASCII English; sed and the SHA check byte by byte
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+[[ $token =~ ^[0-9a-f]{32}$ ]] || { echo "mi300x-export: no random token from /dev/urandom"; exit 1; }
+repo=
+finish() {
+  [ -z "$repo" ] || rm -rf "$repo" || true
+  echo "::$token::"
+}
+echo "::stop-commands::$token"
+trap finish EXIT
+# a cancelled step gets a signal: exit through the trap, so the window is closed
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+
+# Each line of stdin as printable ASCII, behind PREFIX: sed's `l` writes control and non-ASCII
+# bytes (\r included: the runner ends a line at \r too) and backslashes as escapes; then the '#'
+# of any "#[" (the runner's older ##[command] form, obeyed anywhere in a line) and a ':' that
+# begins the line (after spaces, which the runner trims) are escaped too.
+scrub() {
+  sed -n 'l 0' | sed -e 's/\$$//' -e "s/^/$1/" -e 's/#\[/\\043[/g' -e 's/^\( *\):/\1\\072/'
+}
+say() { printf '%s\n' "$*" | scrub ""; }
+
+[ $# -eq 3 ] || { say "usage: $0 REPOSITORY_URL SHA TREE"; exit 2; }
 url=$1; sha=$2; tree=$3
-[[ $sha =~ ^[0-9a-f]{40}$ ]] || { echo "mi300x-export: '$sha' is not a full commit SHA" >&2; exit 2; }
-[ ! -e "$tree" ] || { echo "mi300x-export: $tree exists; the export goes into a new folder" >&2; exit 2; }
+[[ $sha =~ ^[0-9a-f]{40}$ ]] || { say "mi300x-export: '$sha' is not a full commit SHA"; exit 2; }
+[ ! -e "$tree" ] || { say "mi300x-export: $tree exists; the export goes into a new folder"; exit 2; }
 
 # git reads no system or global config and runs no hook of anyone's
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 repo=$(mktemp -d "${RUNNER_TEMP:-/tmp}/tilegate-fetch.XXXXXX")
-trap 'rm -rf "$repo"' EXIT
-git init -q --bare "$repo"
+git init -q --bare "$repo" 2>&1 | scrub "git: "
 safe=(-c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never -c protocol.https.allow=always
       -c protocol.file.allow=always -c fetch.fsckObjects=true -c fetch.fsck.hasDotgit=error
       -c fetch.fsck.hasDotdot=error -c fetch.fsck.hasDot=error)
@@ -30,21 +58,24 @@ if [ -n "${GITHUB_TOKEN:-}" ]; then
   auth=$(printf 'x-access-token:%s' "$GITHUB_TOKEN" | base64 -w0)
   export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.extraHeader GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $auth"
 fi
-if ! git -C "$repo" "${safe[@]}" fetch -q --no-tags --depth=1 "$url" "$sha"; then
-  echo "mi300x-export: could not fetch $sha from $url (a commit no longer in the repository, or a tree" >&2
-  echo "  fsck refused: a .git entry). A fork's labelled commit that was pushed over: label the new head." >&2
+# pipefail: the pipeline fails as git does
+if ! git -C "$repo" "${safe[@]}" fetch -q --no-tags --depth=1 "$url" "$sha" 2>&1 | scrub "git: "; then
+  say "mi300x-export: could not fetch $sha from $url (a commit no longer in the repository, or a tree"
+  say "  fsck refused: a .git entry). A fork's labelled commit that was pushed over: label the new head."
   exit 1
 fi
-got=$(git -C "$repo" rev-parse --verify -q "$sha^{commit}") || { echo "mi300x-export: $sha is not a commit" >&2; exit 1; }
-[ "$got" = "$sha" ] || { echo "mi300x-export: fetched $got, asked for $sha" >&2; exit 1; }
+# -q: nothing on stderr for a missing commit, which the message says
+got=$(git -C "$repo" rev-parse --verify -q "$sha^{commit}" 2>/dev/null) || { say "mi300x-export: $sha is not a commit"; exit 1; }
+[ "$got" = "$sha" ] || { say "mi300x-export: fetched $got, asked for $sha"; exit 1; }
 
 mkdir -p "$tree"
-# --no-same-owner/--no-same-permissions: the host's user owns the files, with its umask
-git -C "$repo" "${safe[@]}" archive --format=tar "$sha" \
-  | tar -x -C "$tree" --no-same-owner --no-same-permissions --exclude=.git
+# --no-same-owner/--no-same-permissions: the host's user owns the files, with its umask; the
+# archive goes to tar on stdout, what either prints to scrub
+{ git -C "$repo" "${safe[@]}" archive --format=tar "$sha" \
+    | tar -x -C "$tree" --no-same-owner --no-same-permissions --exclude=.git; } 2>&1 | scrub "export: "
 if [ -n "$(find "$tree" -name .git -print -quit)" ]; then
-  echo "mi300x-export: a .git entry survived the export; refusing it" >&2
+  say "mi300x-export: a .git entry survived the export; refusing it"
   rm -rf "$tree"
   exit 1
 fi
-echo "mi300x-export: $sha -> $tree ($(find "$tree" -type f | wc -l) files, no .git)"
+say "mi300x-export: $sha -> $tree ($(find "$tree" -type f | wc -l) files, no .git)"

@@ -12,6 +12,8 @@ set -euo pipefail
 # copy; /gate itself stays read-only
 rm -rf /scratch/gate
 cp -a /gate /scratch/gate
+# a pull request's cache: main's, copied into this container's own tmpfs (mi300x-container.sh)
+if [ -n "${TILEGATE_CACHE_SEED:-}" ]; then cp -a "$TILEGATE_CACHE_SEED/." /cache/; fi
 mkdir -p "$HOME" /out/artifacts
 cd /scratch/gate
 # tox, pytest and their dependencies, every file by its sha256 (pip: no index, PIP_FIND_LINKS);

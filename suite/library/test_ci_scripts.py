@@ -49,25 +49,6 @@ def test_gpu_idle_fails_where_no_rocm_driver_is_loaded(tmp_path):
     assert out.returncode == 1 and "no ROCm (amdgpu/KFD) driver" in out.stderr
 
 
-def test_pull_requests_get_a_copy_of_mains_cache_that_main_never_reads(tmp_path):
-    env = {
-        "HOME": str(tmp_path / "home"),
-        "RUNNER_TEMP": str(tmp_path / "temp"),
-        "GITHUB_RUN_ID": "42",
-    }
-    main = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "main", env=env).stdout.strip()
-    (tmp_path / "home/.cache/tilegate/main/entry").write_text("built on main")
-    pr = _run("bash", SCRIPTS / "mi300x-cache.sh", "setup", "pr", env=env).stdout.strip()
-    assert main != pr and (tmp_path / pr / "entry").read_text() == "built on main"
-    (tmp_path / pr / "entry").write_text("written by a pull request")
-    (tmp_path / pr / "planted").write_text("a poisoned code object")
-    assert (tmp_path / main / "entry").read_text() == "built on main" and not (
-        tmp_path / main / "planted"
-    ).exists()
-    assert _run("bash", SCRIPTS / "mi300x-cache.sh", "cleanup", "pr", env=env).returncode == 0
-    assert not (tmp_path / pr).exists() and (tmp_path / main).is_dir()
-
-
 # pytest-split's two groups and the whole, collected in one process (the three collections import
 # torch and TileLang once, not three times): each collection's selected node ids, as JSON
 _COLLECT_SHARDS = """

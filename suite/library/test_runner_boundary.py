@@ -309,7 +309,9 @@ def test_only_plain_files_leave_the_container_and_every_other_entry_is_reported(
         "suite/baselines/perf/mi300x.json",
     ]
     assert all(not p.is_symlink() for p in dest.rglob("*"))
-    refused = {r["path"]: r["why"] for r in json.loads((dest / "refused.json").read_text())}
+    record = json.loads((dest / "refused.json").read_text())
+    refused = {r["path"]: r["why"] for r in record["first"]}
+    assert record["count"] == len(refused)
     assert set(refused) == {
         "artifacts/perf/perf-mi300x.json",
         "artifacts/perf/perf.md",
@@ -320,7 +322,7 @@ def test_only_plain_files_leave_the_container_and_every_other_entry_is_reported(
         "artifacts/junit/hardlink.xml",
         "artifacts/junit/linked.xml",
         "artifacts/.git",
-        "artifacts/bad\nname.json",
+        "artifacts/bad\\x0aname.json",
         "artifacts/isa/huge.json",
         "runner-files",
         "artifacts" + "/d" * 32,
@@ -335,7 +337,73 @@ def test_only_plain_files_leave_the_container_and_every_other_entry_is_reported(
     annotations = [
         ln for ln in proc.stderr.splitlines() if ln.startswith("::error title=record refused::")
     ]
-    assert len(annotations) == len(refused) and any("bad%0Aname.json" in ln for ln in annotations)
+    assert len(annotations) == len(refused) and any("bad\\x0aname.json" in ln for ln in annotations)
+
+
+# what a pull request's code can name a record: each one a name the upload keeps and an unzip on
+# another machine writes (a backslash becomes a separator in the upload's zip)
+HOSTILE_NAMES = (
+    "x\\..\\..\\..\\..\\scripts\\step_summary.py",
+    "esc\x1b]8;;http:x\x07.json",
+    "::error title=MI300X gate::all passed.json",
+    "bell\x07\r::add-mask::x.json",
+    "caf\u00e9.json",
+    "a" * 129,
+    "%0A::warning::x.json",
+    "...",
+)
+
+
+def test_a_records_name_is_taken_only_in_its_alphabet_and_shown_escaped(tmp_path):
+    out = tmp_path / "out"
+    (out / "artifacts/isa").mkdir(parents=True)
+    (out / "artifacts/isa/gfx942-ok_v1.2+a.json").write_text("{}")
+    for name in HOSTILE_NAMES:
+        (out / "artifacts" / name).write_text("pwned")
+    deep = out / "artifacts" / "/".join(["n" * 100] * 6)  # every name fine, the path too long
+    deep.mkdir(parents=True)
+    (deep / "f.json").write_text("{}")
+    dest = tmp_path / "records"
+    proc = _run(sys.executable, SCRIPTS / "collect_records.py", out, dest)
+    assert proc.returncode == 1
+    taken = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert taken == ["artifacts/isa/gfx942-ok_v1.2+a.json", "refused.json"]
+    record = json.loads((dest / "refused.json").read_text())
+    assert record["count"] == len(HOSTILE_NAMES) + 1
+    for line in [*proc.stderr.splitlines(), *(r["path"] for r in record["first"])]:
+        assert line.isprintable() and line.isascii(), repr(line)
+    # the only workflow commands are the script's own, one per refusal
+    commands = [ln for ln in proc.stderr.splitlines() if ln.lstrip().startswith("::")]
+    assert len(commands) == record["count"]
+    assert all(ln.startswith("::error title=record refused::") for ln in commands)
+    assert all(ln.count("::") == 2 for ln in commands), commands
+
+
+def test_a_million_entries_give_twenty_refusals_and_a_count():
+    """Symptom: a million empty files in /out gave 950,005 annotations and a 96 MB refused.json.
+    Fix: the first MAX_REPORTED refusals by name, then the count."""
+    base = _shared_temp()  # a tmpfs: a million files made in seconds
+    try:
+        _million_entries(base)
+    finally:
+        _release(base)
+
+
+def _million_entries(tmp_path: Path) -> None:
+    many = tmp_path / "out" / "artifacts" / "many"
+    many.mkdir(parents=True)
+    n = 1_000_000
+    for i in range(n):
+        os.close(os.open(many / f"{i}.json", os.O_CREAT | os.O_WRONLY, 0o644))
+    dest = tmp_path / "records"
+    proc = _run(sys.executable, SCRIPTS / "collect_records.py", tmp_path / "out", dest)
+    assert proc.returncode == 1
+    record = json.loads((dest / "refused.json").read_text())
+    taken = sum(1 for p in dest.rglob("*.json") if p.name != "refused.json")
+    assert record["count"] == n - taken and len(record["first"]) == 20
+    assert (dest / "refused.json").stat().st_size < 10_000
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 21 and lines[-1].endswith(f"refused {n - taken - 20} more entries")
 
 
 def test_a_clean_collection_takes_everything_and_passes(tmp_path):
@@ -586,25 +654,41 @@ def test_the_runner_refuses_everything_without_its_allow_file(tmp_path):
 
 
 def _trusted_copy(root: Path, image: str) -> Path:
-    """main's scripts as the runner checks them out, with IMAGE pinned."""
-    for name in ("mi300x-container.sh", "mi300x-inside.sh", "mi300x-wheels.txt"):
-        (root / "scripts").mkdir(parents=True, exist_ok=True)
-        shutil.copy(SCRIPTS / name, root / "scripts" / name)
+    """main's scripts as the runner checks them out (with what step_summary.py imports), with
+    IMAGE pinned."""
+    ignore = shutil.ignore_patterns("__pycache__", "node_modules")
+    shutil.copytree(SCRIPTS, root / "scripts", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "tilegate", root / "tilegate", ignore=ignore)
     (root / ".github").mkdir()
     (root / ".github" / "mi300x-image").write_text(f"# pinned\n{image}\n")
     return root / "scripts" / "mi300x-container.sh"
 
 
-def _shared_temp() -> Path:
-    """A folder the unprivileged runner user can enter (pytest's tmp_path is root's alone)."""
-    base = Path(tempfile.mkdtemp(prefix="tilegate-boundary-"))
-    base.chmod(0o755)
+WORK_FS = (
+    "512m"  # the runner's work filesystem in these tests: of its own, bounded (docs/runner.md)
+)
+
+
+def _shared_temp(size: str = WORK_FS) -> Path:
+    """A folder the unprivileged runner user can enter (pytest's tmp_path is root's alone), on a
+    filesystem of its own of WORK_FS, as the runner's work folder is set up; _release() ends it."""
+    # not under /tmp: the container's /tmp is a tmpfs of its own, over the fake GPU node's path
+    base = Path(tempfile.mkdtemp(prefix="tilegate-boundary-", dir="/var/tmp"))
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(base)], check=True
+    )
     return base
+
+
+def _release(base: Path) -> None:
+    subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
+    subprocess.run(["umount", "-l", str(base)], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _runner_folders(base: Path) -> dict[str, Path]:
     base.mkdir(mode=0o755)
-    folders = {name: base / name for name in ("tree", "out", "cache", "scratch", "wheels")}
+    folders = {name: base / name for name in ("tree", "out", "cache", "wheels")}
     for path in folders.values():
         path.mkdir()
         os.chown(path, NOBODY, NOBODY)
@@ -639,22 +723,8 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
             "TILEGATE_GPU_DEVICES": str(_fake_gpu(base, 44)),
         }
         f = folders
-        out = _run(
-            "bash",
-            script,
-            "gate",
-            f["tree"],
-            f["out"],
-            f["cache"],
-            f["scratch"],
-            f["wheels"],
-            "--",
-            "tox",
-            "-e",
-            "rocm",
-            env=env,
-            user=NOBODY,
-        )
+        gate_args = (f["tree"], f["out"], f["cache"], f["wheels"], "--", "tox", "-e", "rocm")
+        out = _run("bash", script, "gate", *gate_args, env=env, user=NOBODY)
         assert out.returncode == 0, out.stderr
         call = args.read_text().splitlines()
         assert call[:2] == ["run", "--rm"] and call[-6:] == [
@@ -669,7 +739,7 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         # what `stop` ends after a cancel
         assert call[call.index("--label") + 1] == "tilegate.mi300x-gate"
         # the container's output cannot be a workflow command: they are off behind a fresh token
-        first, last = out.stdout.splitlines()[0], out.stdout.splitlines()[-1]
+        first, last = out.stderr.splitlines()[0], out.stderr.splitlines()[-1]
         token = first.removeprefix("::stop-commands::")
         assert first.startswith("::stop-commands::") and len(token) == 32 and last == f"::{token}::"
         assert {
@@ -692,12 +762,35 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         assert mounts == [
             f"{f['tree']}:/gate:ro",
             f"{f['out']}:/out",
-            f"{f['cache']}:/cache",
-            f"{f['scratch']}:/scratch",
+            f"{f['cache']}:/cache-seed:ro",
             f"{f['wheels']}:/wheels:ro",
             f"{base}/trusted/scripts/mi300x-inside.sh:/opt/tilegate/inside.sh:ro",
             f"{base}/trusted/scripts/mi300x-wheels.txt:/opt/tilegate/wheels.txt:ro",
         ]
+        # every other writable place is a tmpfs of a fixed size, gone with the container
+        assert "--read-only" in call
+        tmpfs = {
+            call[i + 1].split(":")[0]: call[i + 1] for i, a in enumerate(call) if a == "--tmpfs"
+        }
+        assert set(tmpfs) == {"/tmp", "/scratch", "/cache"}
+        assert all(",size=" in o and f",uid={NOBODY}," in o for o in tmpfs.values()), tmpfs
+        # main's own run writes main's cache; no pull request ever does
+        as_main = _run(
+            "bash", script, "gate", *gate_args, env={**env, "TRUST": "main"}, user=NOBODY
+        )
+        assert as_main.returncode == 0, as_main.stderr
+        call = args.read_text().splitlines()
+        assert f"{f['cache']}:/cache" in call and not any(a.startswith("/cache") for a in call)
+        # /out, the one writable host folder, only on a bounded filesystem
+        unbounded = _run(
+            "bash",
+            script,
+            "gate",
+            *gate_args,
+            env={**env, "TILEGATE_WORK_FS_MAX": "1000"},
+            user=NOBODY,
+        )
+        assert unbounded.returncode == 1 and "TILEGATE_WORK_FS_MAX" in unbounded.stderr
         # the networked step mounts no code under test
         wheels = _run("bash", script, "wheels", f["wheels"], env=env, user=NOBODY)
         assert wheels.returncode == 0, wheels.stderr
@@ -708,7 +801,7 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         ]
         assert "--require-hashes" in call and "--only-binary=:all:" in call
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        _release(base)
 
 
 def test_the_container_refuses_a_root_runner_an_unpinned_image_and_a_tree_with_git(tmp_path):
@@ -745,7 +838,6 @@ def test_the_container_refuses_a_root_runner_an_unpinned_image_and_a_tree_with_g
             f["tree"],
             f["out"],
             f["cache"],
-            f["scratch"],
             f["wheels"],
             "--",
             "true",
@@ -753,7 +845,7 @@ def test_the_container_refuses_a_root_runner_an_unpinned_image_and_a_tree_with_g
         )
         assert with_git.returncode == 1 and "no exported tree" in with_git.stderr, with_git.stderr
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        _release(base)
 
 
 ATTACK = """
@@ -831,7 +923,6 @@ class RealRunner:
             f["tree"],
             f["out"],
             f["cache"],
-            f["scratch"],
             f["wheels"],
             "--",
         ]
@@ -884,7 +975,7 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
             sys.executable, SCRIPTS / "collect_records.py", f["out"], records, user=NOBODY
         )
         assert collect.returncode == 1, collect.stderr
-        refused = {r["path"] for r in json.loads((records / "refused.json").read_text())}
+        refused = {r["path"] for r in json.loads((records / "refused.json").read_text())["first"]}
         assert refused == {"artifacts/.git", "artifacts/perf/perf-mi300x.json"}
         probe = json.loads((records / "artifacts/probe.json").read_text())
         assert (
@@ -909,8 +1000,7 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
         _git(trusted, "status")
         assert not marker.exists()
     finally:
-        subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        _release(base)
 
 
 @pytest.mark.container
@@ -951,5 +1041,220 @@ def test_a_cancelled_job_leaves_no_container_on_the_gpu():
     finally:
         for container in _labelled_containers():
             _run("docker", "rm", "-f", container)
-        subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        _release(base)
+
+
+# --- nothing of a run survives it, whatever it left ----------------------------------------------
+
+# a pull request's tox.ini: its rocm env runs its own code, as any pull request's can
+LEFTOVER_TOX = """[tox]
+skipsdist = true
+[testenv:rocm]
+skip_install = true
+allowlist_externals = python3
+commands = python3 leftover.py
+"""
+# non-empty folders without permissions wherever it can write, and a verdict of its own
+LEFTOVER = """
+import os
+for root in ("/out", "/out/artifacts", "/cache", "/scratch", "/tmp"):
+    inner = os.path.join(root, "leftover", "inner")
+    os.makedirs(inner)
+    open(os.path.join(inner, "f"), "w").write("x")
+    os.chmod(inner, 0)
+    os.chmod(os.path.dirname(inner), 0)
+os.makedirs("/out/artifacts/junit", exist_ok=True)
+junit = "<testsuite><testcase name='pr-verdict'/></testsuite>"
+open("/out/artifacts/junit/rocm-1.xml", "w").write(junit)
+"""
+
+
+class WorkflowJob:
+    """One job of gate-mi300x.yml on the runner: its steps' own `run:` text, with its `env:`
+    expanded for an event, run as GitHub runs a step (bash -eo pipefail) by the unprivileged
+    runner user, from a folder holding main's scripts as trusted/. Only the wheels step (a
+    networked pip download) is replaced: its wheels are copied in."""
+
+    def __init__(self, runner: RealRunner, base: Path, event: str, sha: str, run_id: int) -> None:
+        self.runner, self.base, self.sha = runner, base, sha
+        self.context = {
+            "github": {
+                "event_name": event,
+                "run_id": str(run_id),
+                "run_attempt": "1",
+                "event": {"pull_request": {"head": {"sha": sha}}} if event != "push" else {},
+                "sha": sha,
+            },
+            "matrix": {"shard": 1},
+            "inputs": {},
+            "steps": {},
+        }
+        self.job = WORKFLOW["jobs"]["gate"]
+        self.env = {k: self._expand(v) for k, v in self.job["env"].items()}
+
+    def _expand(self, text) -> str:
+        return re.sub(
+            r"\$\{\{(.*?)\}\}",
+            lambda m: str(gh.evaluate(m.group(1), self.context)),
+            str(text),
+        )
+
+    def step(self, name_starts: str, **extra: str) -> subprocess.CompletedProcess:
+        step = _step("gate", name_starts)
+        if "if" in step and not gh.truthy(gh.evaluate(step["if"], self.context)):
+            return subprocess.CompletedProcess([], 0, "", "skipped")
+        env = {
+            **self.runner.env,
+            **self.env,
+            **{k: self._expand(v) for k, v in step.get("env", {}).items()},
+            **extra,
+        }
+        proc = _run(
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            "-c",
+            step["run"],
+            env=env,
+            cwd=self.base,
+            user=NOBODY,
+            groups=(self.runner.docker_gid,),
+            timeout=300,
+        )
+        if step.get("id"):
+            outcome = "success" if proc.returncode == 0 else "failure"
+            self.context["steps"][step["id"]] = {"outcome": outcome}
+        return proc
+
+
+def _job_env(base: Path) -> dict[str, str]:
+    """What the runner gives every step: its temp folder and home, both the runner user's."""
+    for name in ("runner-temp", "home"):
+        (base / name).mkdir()
+        os.chown(base / name, NOBODY, NOBODY)
+    return {
+        "RUNNER_TEMP": str(base / "runner-temp"),
+        "HOME": str(base / "home"),
+        "GITHUB_SERVER_URL": base.as_uri(),
+        "GITHUB_REPOSITORY": "base.git",
+    }
+
+
+@pytest.mark.container
+@pytest.mark.xdist_group("docker")
+def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
+    """Symptom: a mode-000 folder the pull request left in its /cache copy stopped the clean-up
+    (rm -rf under bash -e) before it removed $RUNNER_TEMP/tilegate; main's next run failed at
+    export ("tree exists") and uploaded the pull request's records as main's. Fix: the run's
+    folder has a fresh name, every entry is given back its permissions and removed, and a job
+    starts by removing (or refusing) what earlier jobs left."""
+    base = _shared_temp()
+    try:
+        runner = RealRunner(base, {"tox.ini": LEFTOVER_TOX, "leftover.py": LEFTOVER})
+        runner.env.update(_job_env(base))
+        # served as GitHub serves it; git refuses a repository its user does not own
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(runner.repo.server)], check=True)
+        temp = Path(runner.env["RUNNER_TEMP"])
+        pr_sha = _git(runner.repo.work, "rev-parse", "HEAD")
+        pr = WorkflowJob(runner, base, "pull_request_target", pr_sha, run_id=101)
+        assert pr.step("This run's folder").returncode == 0
+        work = temp / pr.env["TILEGATE_RUN"]
+        export = pr.step("Export the commit under test")
+        assert export.returncode == 0, export.stderr
+        shutil.copytree(runner.folders["wheels"], work / "wheels")
+        os.chown(work / "wheels", NOBODY, NOBODY)
+        gate = pr.step("Gate in the pinned ROCm container", RECORD="", SHARD="1")
+        assert gate.returncode == 0, gate.stderr[-3000:]
+        assert pr.step("Stop the container").returncode == 0
+        pr.step("Take the records out")
+        # the attack ran: its verdict is among the records, its folder among the refusals
+        assert (work / "records/artifacts/junit/rocm-1.xml").exists()
+        refused = json.loads((work / "records/refused.json").read_text())["first"]
+        assert "artifacts/leftover" in {r["path"] for r in refused}
+        cleanup = pr.step("Remove this run's folder")
+        assert cleanup.returncode == 0, cleanup.stderr
+        assert list(temp.iterdir()) == [] and not _labelled_containers()
+
+        # an earlier job that died before its clean-up (as 984af2a's clean-up step stopped) left
+        # its folder, with the pull request's verdict and a folder without permissions
+        stale = temp / "tilegate" / "out" / "artifacts"
+        (stale / "junit").mkdir(parents=True)
+        (stale / "junit/rocm-1.xml").write_text("<testsuite/>")
+        (stale / "locked" / "inner").mkdir(parents=True)
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(temp / "tilegate")], check=True)
+        (stale / "locked" / "inner").chmod(0)
+        (stale / "locked").chmod(0)
+        main = WorkflowJob(runner, base, "push", runner.repo.main, run_id=102)
+        start = main.step("This run's folder")
+        assert start.returncode == 0, start.stderr
+        assert [p.name for p in temp.iterdir()] == [main.env["TILEGATE_RUN"]]
+        export = main.step("Export the commit under test")
+        assert export.returncode == 0, export.stderr
+        main.step("Take the records out")
+        records = temp / main.env["TILEGATE_RUN"] / "records"
+        assert records.is_dir() and not list(records.rglob("rocm-1.xml"))
+        assert main.step("Remove this run's folder").returncode == 0
+        assert list(temp.iterdir()) == []
+
+        # what the runner user cannot remove stops the next job before it reads anything
+        (temp / "tilegate-root-owned" / "x").mkdir(parents=True)
+        (temp / "tilegate-root-owned").chmod(0o755)
+        refused_job = WorkflowJob(runner, base, "push", runner.repo.main, run_id=103)
+        start = refused_job.step("This run's folder")
+        assert start.returncode == 1 and "could not be removed" in start.stderr, start.stderr
+        for name in ("Take the records out", "Upload artifacts", "Shard summary"):
+            step = _step("gate", name)
+            assert not gh.truthy(gh.evaluate(step["if"], refused_job.context)), name
+    finally:
+        for container in _labelled_containers():
+            _run("docker", "rm", "-f", container)
+        _release(base)
+
+
+FILL = """
+import errno, json, os
+written = {}
+for place in ("/scratch", "/tmp", "/cache", "/out"):
+    n, err = 0, None
+    try:
+        with open(os.path.join(place, "fill"), "wb") as f:
+            while n < 400 * 2**20:
+                f.write(b"x" * 2**20)
+                f.flush()
+                n += 2**20
+    except OSError as e:
+        err = errno.errorcode[e.errno]
+    os.unlink(os.path.join(place, "fill"))
+    written[place] = [n, err]
+os.makedirs("/out/artifacts", exist_ok=True)
+json.dump(written, open("/out/artifacts/fill.json", "w"))
+"""
+
+
+@pytest.mark.container
+@pytest.mark.xdist_group("docker")
+def test_a_run_cannot_write_past_its_limits():
+    """Symptom: /scratch, /out and /cache were folders on the runner's own disk with no size limit.
+    Fix: /scratch, /tmp and a pull request's /cache are tmpfs of a fixed size made for the
+    container; /out is on the runner's work filesystem, bounded (docs/runner.md), and the container
+    script refuses one bigger than TILEGATE_WORK_FS_MAX."""
+    base = _shared_temp(size="256m")
+    try:
+        runner = RealRunner(base, {"fill.py": FILL})
+        runner.env.update(
+            {
+                "TILEGATE_SCRATCH_SIZE": "64m",
+                "TILEGATE_TMP_SIZE": "32m",
+                "TILEGATE_CACHE_SIZE": "32m",
+            }
+        )
+        run = runner.gate("python3", "fill.py")
+        assert run.returncode == 0, run.stderr[-3000:]
+        written = json.loads((runner.folders["out"] / "artifacts/fill.json").read_text())
+        limits = {"/scratch": 64, "/tmp": 32, "/cache": 32, "/out": 256}
+        for place, (n, err) in written.items():
+            assert err == "ENOSPC" and n <= limits[place] * 2**20, (place, n, err)
+    finally:
+        _release(base)
