@@ -38,5 +38,6 @@ done
 [ ${#failed[@]} -eq 0 ] || { echo "setup: failed: ${failed[*]}" >&2; exit 1; }
 # after the others: it may apt-get install, and two apt-gets at once fail on dpkg's lock
 bash scripts/install-container-runtime.sh
+bash scripts/install-artifact-unpack.sh  # node and npm: suite/library/test_artifact_unpacking.py
 cat "$logs"/*.log
 rm -rf "$logs"

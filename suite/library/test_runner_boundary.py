@@ -33,6 +33,7 @@ import yaml
 
 from tilegate.paths import REPO_ROOT
 from tilegate.testing.container import TEST_IMAGE
+from tilegate.testing.workflow_log import step_commands
 
 SCRIPTS = REPO_ROOT / "scripts"
 EVENTS = REPO_ROOT / "suite" / "workflow_events"
@@ -350,6 +351,7 @@ HOSTILE_NAMES = (
     "caf\u00e9.json",
     "a" * 129,
     "%0A::warning::x.json",
+    "a ##[error]forged.json",
     "...",
 )
 
@@ -372,11 +374,14 @@ def test_a_records_name_is_taken_only_in_its_alphabet_and_shown_escaped(tmp_path
     assert record["count"] == len(HOSTILE_NAMES) + 1
     for line in [*proc.stderr.splitlines(), *(r["path"] for r in record["first"])]:
         assert line.isprintable() and line.isascii(), repr(line)
-    # the only workflow commands are the script's own, one per refusal
-    commands = [ln for ln in proc.stderr.splitlines() if ln.lstrip().startswith("::")]
+    # the only workflow commands the runner would obey are the script's own, one per refusal
+    commands = step_commands(proc.stdout.encode(), proc.stderr.encode())
     assert len(commands) == record["count"]
-    assert all(ln.startswith("::error title=record refused::") for ln in commands)
-    assert all(ln.count("::") == 2 for ln in commands), commands
+    assert all(
+        c.name == "error" and c.line.startswith("::error title=record refused::collect_records ")
+        for c in commands
+    ), commands
+    assert all(c.line.count("::") == 2 for c in commands), commands
 
 
 def test_a_million_entries_give_twenty_refusals_and_a_count():

@@ -28,6 +28,8 @@ MARKERS = (
     "container: runs the MI300X job's container script under a real container runtime (docker) "
     "with the "
     "gate's test image (scripts/install-container-runtime.sh)",
+    "actions_js: runs the pinned GitHub actions' own JavaScript libraries under node "
+    "(scripts/install-artifact-unpack.sh)",
     "llama3: needs a local Meta-Llama-3 checkpoint (--llama3-path or TILEGATE_LLAMA3_PATH)",
     "slow: long sequences or big builds",
     "nested: runs the gate again in another environment (a venv, a wheel install, a shard); "

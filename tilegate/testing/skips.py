@@ -8,6 +8,7 @@ and a parametrisation with nothing to run gives ``nothing_to_run``. No other cod
   rocm   needs a gfx942 (MI300X) device under ROCm
   cuda   needs a CUDA device
   container  needs a running docker daemon and the test image (scripts/install-container-runtime.sh)
+  actions_js  needs node and the pinned actions' libraries (scripts/install-artifact-unpack.sh)
   llama3 needs --llama3-path=DIR / TILEGATE_LLAMA3_PATH (a local Meta-Llama-3 checkpoint)
   sglang needs .venv-sglang (scripts/install-sglang-cpu.sh): SGLang's real engine on the CPU;
          with gpu, SGLang's GPU build in this python (the MI300X runner must have it: no skip there)
@@ -80,6 +81,11 @@ def _tool_missing(item: pytest.Item) -> str | None:
         from tilegate.testing.container import missing_reason
 
         if reason := missing_reason():
+            return reason
+    if item.get_closest_marker("actions_js"):
+        from tilegate.testing.actions_js import missing_reason as actions_js_missing
+
+        if reason := actions_js_missing():
             return reason
     if item.get_closest_marker("sanitize") and detect().kind == "cuda":
         from tilegate.harness.sanitize.driver import find_compute_sanitizer
