@@ -57,10 +57,22 @@ if [ "$uid" = 0 ]; then
   echo "  Run the runner as an unprivileged user (docs/runner.md)." >&2
   exit 1
 fi
-# no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
-hardened=(--rm --init --label "$label" --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
+# --log-driver=none: the daemon keeps no copy of the output on its disk (the attached client still
+# gets it); no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
+hardened=(--rm --init --label "$label" --log-driver=none --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
           --pids-limit="${TILEGATE_CONTAINER_PIDS:-16384}"
           --memory="${TILEGATE_CONTAINER_MEMORY:-256g}" --memory-swap="${TILEGATE_CONTAINER_MEMORY:-256g}")
+# first_bytes N: copies the first N bytes of its input, reads the rest to the end (the writer is
+# never cut off) and says how many bytes it dropped
+first_bytes() {
+  head -c "$1"
+  local dropped
+  dropped=$(wc -c)
+  if [ "$dropped" -gt 0 ]; then
+    echo
+    echo "mi300x-container: the container's output past $1 bytes was dropped ($dropped bytes)"
+  fi
+}
 inside=/opt/tilegate/inside.sh
 lock=/opt/tilegate/wheels.txt
 
@@ -118,6 +130,8 @@ case ${1:-} in
     exec 1>&2
     token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     echo "::stop-commands::$token"
+    # the job's log is the runner's disk too: the first TILEGATE_LOG_MAX bytes, then a count
+    log_max=${TILEGATE_LOG_MAX:-$((64 * 2**20))}
     rc=0
     docker run "${hardened[@]}" "${gpu[@]}" \
       --network=none --ipc=private --shm-size="${TILEGATE_CONTAINER_SHM:-16g}" \
@@ -127,7 +141,7 @@ case ${1:-} in
       -e HOME=/scratch/home -e TILEGATE_CACHE=/cache -e TILELANG_CACHE_DIR=/scratch/tilelang-cache \
       -e TILEGATE_ARTIFACTS=/out/artifacts -e PIP_NO_INDEX=1 -e PIP_FIND_LINKS=/wheels -e HF_HUB_OFFLINE=1 \
       -e TILEGATE_SUMMARY_TITLE -e TILEGATE_LLAMA3_PATH \
-      "$image" bash "$inside" "$@" || rc=$?
+      "$image" bash "$inside" "$@" 2>&1 | first_bytes "$log_max" || rc=$?
     echo "::$token::"
     exit "$rc" ;;
   *) usage ;;

@@ -748,6 +748,7 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         token = first.removeprefix("::stop-commands::")
         assert first.startswith("::stop-commands::") and len(token) == 32 and last == f"::{token}::"
         assert {
+            "--log-driver=none",
             "--network=none",
             "--ipc=private",
             "--cap-drop=ALL",
@@ -1235,6 +1236,8 @@ for place in ("/scratch", "/tmp", "/cache", "/out"):
     written[place] = [n, err]
 os.makedirs("/out/artifacts", exist_ok=True)
 json.dump(written, open("/out/artifacts/fill.json", "w"))
+for _ in range(8):  # 8 MiB of log for the runner's disk
+    print("y" * (2**20 - 1), flush=True)
 """
 
 
@@ -1253,6 +1256,7 @@ def test_a_run_cannot_write_past_its_limits():
                 "TILEGATE_SCRATCH_SIZE": "64m",
                 "TILEGATE_TMP_SIZE": "32m",
                 "TILEGATE_CACHE_SIZE": "32m",
+                "TILEGATE_LOG_MAX": str(2**20),
             }
         )
         run = runner.gate("python3", "fill.py")
@@ -1261,5 +1265,9 @@ def test_a_run_cannot_write_past_its_limits():
         limits = {"/scratch": 64, "/tmp": 32, "/cache": 32, "/out": 256}
         for place, (n, err) in written.items():
             assert err == "ENOSPC" and n <= limits[place] * 2**20, (place, n, err)
+        # the job's log: the first MiB, then what was dropped (the daemon keeps no log of its own)
+        assert len(run.stdout) + len(run.stderr) < 2**20 + 4096
+        dropped = re.search(rf"output past {2**20} bytes was dropped \((\d+) bytes\)", run.stderr)
+        assert dropped and int(dropped.group(1)) >= 7 * 2**20, run.stderr[-300:]
     finally:
         _release(base)
