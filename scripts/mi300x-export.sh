@@ -26,7 +26,7 @@ token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 repo=
 finish() {
   [ -z "$repo" ] || rm -rf "$repo" || true
-  echo "::$token::"
+  printf '\n::%s::\n' "$token"  # on a line of its own, whatever came before
 }
 echo "::stop-commands::$token"
 trap finish EXIT
@@ -68,6 +68,17 @@ fi
 got=$(git -C "$repo" rev-parse --verify -q "$sha^{commit}" 2>/dev/null) || { say "mi300x-export: $sha is not a commit"; exit 1; }
 [ "$got" = "$sha" ] || { say "mi300x-export: fetched $got, asked for $sha"; exit 1; }
 
+# the tree's size before any of it is written: a few kilobytes of objects can name one blob under
+# millions of paths. awk stops reading at the first cap passed (git then stops on the closed pipe).
+max_files=${TILEGATE_EXPORT_MAX_FILES:-200000}; max_bytes=${TILEGATE_EXPORT_MAX_BYTES:-$((4 * 2**30))}
+sizes=$(git -C "$repo" "${safe[@]}" ls-tree -r -l "$sha" 2>/dev/null | awk -v mf="$max_files" -v mb="$max_bytes" '
+  { n++; if ($4 ~ /^[0-9]+$/) b += $4 }
+  n > mf || b > mb { over = 1; exit }
+  END { print (over ? "over" : "ok"), n, b }') || true
+if [[ $sizes != ok\ * ]]; then
+  say "mi300x-export: the commit's tree passes the export's caps ($max_files files, $max_bytes bytes; at: ${sizes#over })"
+  exit 1
+fi
 mkdir -p "$tree"
 # --no-same-owner/--no-same-permissions: the host's user owns the files, with its umask; the
 # archive goes to tar on stdout, what either prints to scrub

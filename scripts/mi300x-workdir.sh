@@ -9,9 +9,10 @@
 #   scripts/mi300x-workdir.sh remove WORK   removes WORK; every entry is tried, and it exits 1 if
 #                                           anything stays
 #
-# The container writes as the runner's own uid, so the host owns every entry and can give itself
-# back the permissions a mode-000 folder took away. No name under WORK is printed: they are the
-# code under test's.
+# WORK holds what host steps wrote (the export, the wheels, the collected records); the container
+# writes only tmpfs (scripts/mi300x-container.sh). Should anything of the runner's uid there lose
+# its permissions (a mode-000 folder), the owner gives them back before removal. No name under WORK
+# is printed.
 set -uo pipefail  # no -e: one failed removal must not stop the others
 usage() { echo "usage: $0 start|remove WORK" >&2; exit 2; }
 [ $# -eq 2 ] && [[ $1 =~ ^(start|remove)$ ]] && [ -n "$2" ] || usage
@@ -19,12 +20,17 @@ temp=${RUNNER_TEMP:?RUNNER_TEMP is not set}
 work=$2
 case $work in "$temp"/tilegate-*) ;; *) echo "mi300x-workdir: $work is not under $temp/tilegate-" >&2; exit 2 ;; esac
 
-# scrub PATH: removes PATH; succeeds only if nothing of it stays. chmod -R follows no symlink (GNU
-# chmod's -P, its default), and rm removes a link, never what it points at.
+# scrub PATH: removes PATH; succeeds only if nothing of it stays. A link is removed as itself (chmod
+# -R would follow one named on its command line); below PATH, chmod -R follows none (-P, GNU's
+# default) and rm removes links, never what they point at.
 scrub() {
   [ -e "$1" ] || [ -L "$1" ] || return 0
-  chmod -R u+rwX -- "$1" 2>/dev/null
-  rm -rf -- "$1" 2>/dev/null
+  if [ -L "$1" ]; then
+    rm -f -- "$1" 2>/dev/null
+  else
+    chmod -R u+rwX -- "$1" 2>/dev/null
+    rm -rf -- "$1" 2>/dev/null
+  fi
   [ ! -e "$1" ] && [ ! -L "$1" ]
 }
 

@@ -33,7 +33,7 @@ import yaml
 
 from tilegate.paths import REPO_ROOT
 from tilegate.testing.container import TEST_IMAGE
-from tilegate.testing.workflow_log import step_commands
+from tilegate.testing.workflow_log import forged, step_commands
 
 SCRIPTS = REPO_ROOT / "scripts"
 EVENTS = REPO_ROOT / "suite" / "workflow_events"
@@ -257,6 +257,39 @@ def test_the_export_takes_a_full_sha_only(tmp_path, sha):
         and "is not a full commit SHA" in out.stderr
         and not (tmp_path / "tree").exists()
     )
+
+
+def test_a_git_bomb_is_refused_before_a_byte_is_written(tmp_path):
+    """Symptom: a commit of a few kilobytes naming one blob under a million paths passed fsck, and
+    the export wrote it out until the runner's disk was full. Fix: the tree's file count and size
+    are summed from its listing first, and over the caps nothing is written."""
+    repo = ForkShapedRepository(tmp_path)
+    blob = _git(repo.work, "hash-object", "-w", "--stdin", stdin="x" * 4096)
+    tree = _git(
+        repo.work, "mktree", stdin="".join(f"100644 blob {blob}\tf{i}\n" for i in range(10))
+    )
+    for _ in range(5):  # 10**6 paths
+        tree = _git(
+            repo.work, "mktree", stdin="".join(f"040000 tree {tree}\td{i}\n" for i in range(10))
+        )
+    sha = repo.push_tree(f"040000 tree {tree}\tbomb\n", "a git bomb")
+    out = _export(repo.url, sha, tmp_path / "tree")
+    assert out.returncode == 1 and "passes the export's caps" in out.stderr, out.stderr[-2000:]
+    assert not (tmp_path / "tree").exists()
+    small = _run(
+        "bash",
+        SCRIPTS / "mi300x-export.sh",
+        repo.url,
+        repo.main,
+        tmp_path / "small",
+        env={"TILEGATE_EXPORT_MAX_FILES": "1"},
+    )
+    assert small.returncode == 0, small.stderr  # one file, at the cap
+    for cap in ({"TILEGATE_EXPORT_MAX_FILES": "0"}, {"TILEGATE_EXPORT_MAX_BYTES": "5"}):
+        over = _run(
+            "bash", SCRIPTS / "mi300x-export.sh", repo.url, repo.main, tmp_path / "o", env=cap
+        )
+        assert over.returncode == 1 and not (tmp_path / "o").exists(), (cap, over.stderr)
 
 
 # --- only plain files leave the container ---------------------------------------------------------
@@ -669,14 +702,9 @@ def _trusted_copy(root: Path, image: str) -> Path:
     return root / "scripts" / "mi300x-container.sh"
 
 
-WORK_FS = (
-    "512m"  # the runner's work filesystem in these tests: of its own, bounded (docs/runner.md)
-)
-
-
-def _shared_temp(size: str = WORK_FS) -> Path:
-    """A folder the unprivileged runner user can enter (pytest's tmp_path is root's alone), on a
-    filesystem of its own of WORK_FS, as the runner's work folder is set up; _release() ends it."""
+def _shared_temp(size: str = "1g") -> Path:
+    """A folder the unprivileged runner user can enter (pytest's tmp_path is root's alone), a tmpfs
+    of its own (a million files are made in seconds there); _release() ends it."""
     # not under /tmp: the container's /tmp is a tmpfs of its own, over the fake GPU node's path
     base = Path(tempfile.mkdtemp(prefix="tilegate-boundary-", dir="/var/tmp"))
     subprocess.run(
@@ -685,7 +713,15 @@ def _shared_temp(size: str = WORK_FS) -> Path:
     return base
 
 
+def _run_name(base: Path) -> str:
+    """The run name (the workflow's TILEGATE_RUN) of a test working in ``base``."""
+    return f"tilegate-test-{os.getpid()}-{base.name.rsplit('-', 1)[-1]}"
+
+
 def _release(base: Path) -> None:
+    # this test's /out volume and its holder, if it made them
+    subprocess.run(["docker", "rm", "-f", f"{_run_name(base)}-out"], capture_output=True)
+    subprocess.run(["docker", "volume", "rm", f"{_run_name(base)}-out"], capture_output=True)
     subprocess.run(["chmod", "-R", "u+rwX", str(base)], capture_output=True)
     subprocess.run(["umount", "-l", str(base)], capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
@@ -693,7 +729,7 @@ def _release(base: Path) -> None:
 
 def _runner_folders(base: Path) -> dict[str, Path]:
     base.mkdir(mode=0o755)
-    folders = {name: base / name for name in ("tree", "out", "cache", "wheels")}
+    folders = {name: base / name for name in ("tree", "cache", "wheels")}
     for path in folders.values():
         path.mkdir()
         os.chown(path, NOBODY, NOBODY)
@@ -708,6 +744,22 @@ def _fake_gpu(base: Path, gid: int) -> Path:
     return node
 
 
+# a docker that records each call (one JSON list a line); a volume exists if VOLUME_EXISTS is set
+RECORDING_DOCKER = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["DOCKER_ARGS"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+inspect = sys.argv[1:3] == ["volume", "inspect"]
+sys.exit(1 if inspect and not os.environ.get("VOLUME_EXISTS") else 0)
+"""
+
+
+def _calls(log: Path) -> list[list[str]]:
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    log.write_text("")
+    return calls
+
+
 def test_the_container_command_line_is_the_boundary(tmp_path):
     base = _shared_temp()
     try:
@@ -716,10 +768,9 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         folders = _runner_folders(base / "run")
         bin_dir = base / "bin"
         bin_dir.mkdir()
-        # records the call only
-        (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$DOCKER_ARGS"\n')
+        (bin_dir / "docker").write_text(RECORDING_DOCKER)
         (bin_dir / "docker").chmod(0o755)
-        args = folders["out"].parent / "docker-args"
+        args = base / "run" / "docker-args"
         args.touch()
         os.chown(args, NOBODY, NOBODY)
         env = {
@@ -728,11 +779,24 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
             "TILEGATE_GPU_DEVICES": str(_fake_gpu(base, 44)),
         }
         f = folders
-        gate_args = (f["tree"], f["out"], f["cache"], f["wheels"], "--", "tox", "-e", "rocm")
+        run = "tilegate-101-1-gate-1"
+        gate_args = (f["tree"], run, f["cache"], f["wheels"], "--", "tox", "-e", "rocm")
         out = _run("bash", script, "gate", *gate_args, env=env, user=NOBODY)
         assert out.returncode == 0, out.stderr
-        call = args.read_text().splitlines()
-        assert call[:2] == ["run", "--rm"] and call[-6:] == [
+        inspect, create, holder, call = _calls(args)
+        # /out: a new tmpfs volume of a fixed size, kept by a holder that only sleeps
+        assert inspect == ["volume", "inspect", f"{run}-out"]
+        assert create[:2] == ["volume", "create"] and create[-1] == f"{run}-out"
+        assert f"o=size=8g,uid={NOBODY},gid={NOBODY},mode=0700,nodev,nosuid" in create
+        assert "type=tmpfs" in create and create[create.index("--label") + 1] == (
+            "tilegate.mi300x-out"
+        )
+        assert holder[:4] == ["run", "-d", "--name", f"{run}-out"] and holder[-2:] == [
+            "sleep",
+            "infinity",
+        ]
+        assert holder[holder.index("--label") + 1] == "tilegate.mi300x-out"  # `stop` leaves it
+        assert call[:2] == ["run", "--label"] and call[-6:] == [
             pin,
             "bash",
             "/opt/tilegate/inside.sh",
@@ -743,11 +807,15 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         assert call[call.index("--user") + 1] == f"{NOBODY}:{NOBODY}"
         # what `stop` ends after a cancel
         assert call[call.index("--label") + 1] == "tilegate.mi300x-gate"
-        # the container's output cannot be a workflow command: they are off behind a fresh token
-        first, last = out.stderr.splitlines()[0], out.stderr.splitlines()[-1]
-        token = first.removeprefix("::stop-commands::")
-        assert first.startswith("::stop-commands::") and len(token) == 32 and last == f"::{token}::"
+        # the container's output cannot be a workflow command: they are off behind a fresh token,
+        # on one stream, and the resume is a line of its own
+        lines = out.stderr.splitlines()
+        token = lines[0].removeprefix("::stop-commands::")
+        assert lines[0].startswith("::stop-commands::") and len(token) == 32
+        assert lines[-2:] == ["", f"::{token}::"] and not out.stdout
         assert {
+            "--rm",
+            "--read-only",
             "--log-driver=none",
             "--network=none",
             "--ipc=private",
@@ -767,14 +835,13 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         mounts = [call[i + 1] for i, a in enumerate(call) if a == "-v"]
         assert mounts == [
             f"{f['tree']}:/gate:ro",
-            f"{f['out']}:/out",
+            f"{run}-out:/out",
             f"{f['cache']}:/cache-seed:ro",
             f"{f['wheels']}:/wheels:ro",
             f"{base}/trusted/scripts/mi300x-inside.sh:/opt/tilegate/inside.sh:ro",
             f"{base}/trusted/scripts/mi300x-wheels.txt:/opt/tilegate/wheels.txt:ro",
         ]
         # every other writable place is a tmpfs of a fixed size, gone with the container
-        assert "--read-only" in call
         tmpfs = {
             call[i + 1].split(":")[0]: call[i + 1] for i, a in enumerate(call) if a == "--tmpfs"
         }
@@ -785,22 +852,43 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
             "bash", script, "gate", *gate_args, env={**env, "TRUST": "main"}, user=NOBODY
         )
         assert as_main.returncode == 0, as_main.stderr
-        call = args.read_text().splitlines()
+        call = _calls(args)[-1]
         assert f"{f['cache']}:/cache" in call and not any(a.startswith("/cache") for a in call)
-        # /out, the one writable host folder, only on a bounded filesystem
-        unbounded = _run(
+        # the records: main's collect_records.py in the image, /out read-only, a new folder
+        host = base / "host"  # the runner user's $RUNNER_TEMP/$TILEGATE_RUN
+        host.mkdir()
+        os.chown(host, NOBODY, NOBODY)
+        never = _run("bash", script, "collect", run, host / "none", env=env, user=NOBODY)
+        assert never.returncode == 0 and (host / "none").is_dir(), (
+            never.stderr
+        )  # no /out: no records
+        assert [c[:2] for c in _calls(args)] == [["volume", "inspect"]]
+        collect = _run(
             "bash",
             script,
-            "gate",
-            *gate_args,
-            env={**env, "TILEGATE_WORK_FS_MAX": "1000"},
+            "collect",
+            run,
+            host / "records",
+            env={**env, "VOLUME_EXISTS": "1"},
             user=NOBODY,
         )
-        assert unbounded.returncode == 1 and "TILEGATE_WORK_FS_MAX" in unbounded.stderr
+        assert collect.returncode == 0, collect.stderr
+        call = _calls(args)[-1]
+        assert [call[i + 1] for i, a in enumerate(call) if a == "-v"] == [
+            f"{run}-out:/out:ro",
+            f"{host}:/dest",
+            f"{base}/trusted/scripts/collect_records.py:/opt/tilegate/collect_records.py:ro",
+        ]
+        assert call[-4:] == ["python3", "/opt/tilegate/collect_records.py", "/out", "/dest/records"]
+        assert {"--network=none", "--read-only", "--cap-drop=ALL"} <= set(call)
+        # a run's name is a docker name and nothing else
+        for name in ("x; rm -rf /", "tilegate-a b", "--label=x", "tilegate-" + "a" * 101):
+            bad = _run("bash", script, "release", name, env=env, user=NOBODY)
+            assert bad.returncode == 2 and "is not a run's name" in bad.stderr, name
         # the networked step mounts no code under test
         wheels = _run("bash", script, "wheels", f["wheels"], env=env, user=NOBODY)
         assert wheels.returncode == 0, wheels.stderr
-        call = args.read_text().splitlines()
+        call = _calls(args)[-1]
         assert [call[i + 1] for i, a in enumerate(call) if a == "-v"] == [
             f"{base}/trusted/scripts/mi300x-wheels.txt:/opt/tilegate/wheels.txt:ro",
             f"{f['wheels']}:/wheels",
@@ -818,7 +906,8 @@ def test_the_container_refuses_a_root_runner_an_unpinned_image_and_a_tree_with_g
         pinned,
         "gate",
         tmp_path / "tree",
-        *(tmp_path / n for n in ("o", "c", "s", "w")),
+        "tilegate-1-1-gate-1",
+        *(tmp_path / n for n in ("c", "w")),
         "--",
         "true",
     )
@@ -842,7 +931,7 @@ def test_the_container_refuses_a_root_runner_an_unpinned_image_and_a_tree_with_g
             pinned,
             "gate",
             f["tree"],
-            f["out"],
+            "tilegate-1-1-gate-1",
             f["cache"],
             f["wheels"],
             "--",
@@ -880,6 +969,9 @@ open("/out/artifacts/.git/config", "w").write("[core]\\n\\tfsmonitor = " + hook 
 os.makedirs("/out/artifacts/perf")
 os.symlink(os.environ["CREDS"], "/out/artifacts/perf/perf-mi300x.json")
 json.dump(r, open("/out/artifacts/probe.json", "w"))
+# a verdict of its own on the log, and no newline after it: the host's resume must not join it
+import sys
+sys.stdout.write("::error title=MI300X gate::all 1234 tests passed")
 """
 
 
@@ -912,6 +1004,8 @@ class RealRunner:
         shutil.copytree(wheels_folder(), self.folders["wheels"])
         self.gpu = _fake_gpu(base, 44)
         self.docker_gid = os.stat("/var/run/docker.sock").st_gid
+        # a name of this test's own: `release` with it removes only this run's /out
+        self.run = _run_name(base)
         self.env = {
             "PATH": f"{shim.parent}:{os.environ['PATH']}",
             "TILEGATE_GPU_DEVICES": str(self.gpu),
@@ -927,12 +1021,24 @@ class RealRunner:
             str(self.script),
             "gate",
             f["tree"],
-            f["out"],
+            self.run,
             f["cache"],
             f["wheels"],
             "--",
         ]
         return [str(a) for a in (*argv, *command)]
+
+    def script_as_runner(self, *args):
+        return _run(
+            "bash", self.script, *args, env=self.env, user=NOBODY, groups=(self.docker_gid,)
+        )
+
+    def collect(self, records: Path):
+        """The job's collect step: main's collect_records.py in the image, over this run's /out."""
+        return self.script_as_runner("collect", self.run, records)
+
+    def release(self) -> None:
+        self.script_as_runner("release", self.run)
 
     def gate(self, *command):
         return _run(
@@ -954,7 +1060,7 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
     base = _shared_temp()
     try:
         runner = RealRunner(base, {"attack.py": ATTACK, "suite/baselines/perf/mi300x.json": "{}\n"})
-        gpu, f, repo = runner.gpu, runner.folders, runner.repo
+        gpu, repo = runner.gpu, runner.repo
         creds = base / "runner" / ".credentials"
         creds.parent.mkdir()
         creds.write_text(SECRET)
@@ -973,13 +1079,15 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
         )
         Path("/dev/shm", shm_marker).unlink()
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        commands = step_commands(run.stdout.encode(), run.stderr.encode())
+        window = commands[0].data
+        assert commands[0].name == "stop-commands" and len(window) == 32
+        assert forged(commands, window) == [] and commands[-1].resume, commands
         records = base / "host"  # the runner user's own folder ($RUNNER_TEMP)
         records.mkdir()
         os.chown(records, NOBODY, NOBODY)
         records = records / "records"
-        collect = _run(
-            sys.executable, SCRIPTS / "collect_records.py", f["out"], records, user=NOBODY
-        )
+        collect = runner.collect(records)
         assert collect.returncode == 1, collect.stderr
         refused = {r["path"] for r in json.loads((records / "refused.json").read_text())["first"]}
         assert refused == {"artifacts/.git", "artifacts/perf/perf-mi300x.json"}
@@ -1051,6 +1159,41 @@ def test_a_cancelled_job_leaves_no_container_on_the_gpu():
 
 
 # --- nothing of a run survives it, whatever it left ----------------------------------------------
+
+
+def test_the_run_folders_clean_up_follows_no_link_and_names_nothing():
+    """A link among an earlier job's leftovers is removed as itself: chmod -R follows a link named
+    on its command line, and would hand the runner user's permissions back to its target."""
+    base = _shared_temp()
+    try:
+        temp, victim = base / "runner-temp", base / "victim"
+        (victim / "sub").mkdir(parents=True)
+        temp.mkdir()
+        (temp / "tilegate-x").symlink_to(victim)
+        (temp / "tilegate-old" / "locked::error::x").mkdir(parents=True)
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(base)], check=True)
+        (victim / "sub").chmod(0o500)
+        (temp / "tilegate-old" / "locked::error::x").chmod(0)
+        work = temp / "tilegate-101-1-gate-1"
+        env = {"RUNNER_TEMP": str(temp)}
+        start = _run("bash", SCRIPTS / "mi300x-workdir.sh", "start", work, env=env, user=NOBODY)
+        assert start.returncode == 0, start.stderr
+        assert [p.name for p in temp.iterdir()] == [work.name]
+        assert stat.S_IMODE((victim / "sub").stat().st_mode) == 0o500 and victim.is_dir()
+        (work / "out" / "inner").mkdir(parents=True)
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(work)], check=True)
+        (work / "out" / "inner").chmod(0)
+        (work / "out").chmod(0)
+        remove = _run("bash", SCRIPTS / "mi300x-workdir.sh", "remove", work, env=env, user=NOBODY)
+        assert remove.returncode == 0 and list(temp.iterdir()) == [], remove.stderr
+        assert "::" not in start.stdout + start.stderr + remove.stdout + remove.stderr
+        outside = _run(
+            "bash", SCRIPTS / "mi300x-workdir.sh", "remove", base / "victim", env=env, user=NOBODY
+        )
+        assert outside.returncode == 2 and victim.is_dir()  # only a run's folder, by its name
+    finally:
+        _release(base)
+
 
 # a pull request's tox.ini: its rocm env runs its own code, as any pull request's can
 LEFTOVER_TOX = """[tox]
@@ -1182,6 +1325,9 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         cleanup = pr.step("Remove this run's folder")
         assert cleanup.returncode == 0, cleanup.stderr
         assert list(temp.iterdir()) == [] and not _labelled_containers()
+        out = f"{pr.env['TILEGATE_RUN']}-out"  # the volume and its holder
+        assert not _run("docker", "ps", "-aq", "--filter", f"name=^{out}$").stdout.strip()
+        assert not _run("docker", "volume", "ls", "-q", "--filter", f"name=^{out}$").stdout.strip()
 
         # an earlier job that died before its clean-up (as 984af2a's clean-up step stopped) left
         # its folder, with the pull request's verdict and a folder without permissions
@@ -1246,9 +1392,9 @@ for _ in range(8):  # 8 MiB of log for the runner's disk
 def test_a_run_cannot_write_past_its_limits():
     """Symptom: /scratch, /out and /cache were folders on the runner's own disk with no size limit.
     Fix: /scratch, /tmp and a pull request's /cache are tmpfs of a fixed size made for the
-    container; /out is on the runner's work filesystem, bounded (docs/runner.md), and the container
-    script refuses one bigger than TILEGATE_WORK_FS_MAX."""
-    base = _shared_temp(size="256m")
+    container, /out a tmpfs volume of a fixed size; the daemon keeps no log, and the job's log
+    takes the first TILEGATE_LOG_MAX bytes."""
+    base = _shared_temp()
     try:
         runner = RealRunner(base, {"fill.py": FILL})
         runner.env.update(
@@ -1256,13 +1402,20 @@ def test_a_run_cannot_write_past_its_limits():
                 "TILEGATE_SCRATCH_SIZE": "64m",
                 "TILEGATE_TMP_SIZE": "32m",
                 "TILEGATE_CACHE_SIZE": "32m",
+                "TILEGATE_OUT_SIZE": "48m",
                 "TILEGATE_LOG_MAX": str(2**20),
             }
         )
         run = runner.gate("python3", "fill.py")
         assert run.returncode == 0, run.stderr[-3000:]
-        written = json.loads((runner.folders["out"] / "artifacts/fill.json").read_text())
-        limits = {"/scratch": 64, "/tmp": 32, "/cache": 32, "/out": 256}
+        host = base / "host"  # the runner user's $RUNNER_TEMP/$TILEGATE_RUN
+        host.mkdir()
+        os.chown(host, NOBODY, NOBODY)
+        records = host / "records"
+        collect = runner.collect(records)
+        assert collect.returncode == 0, collect.stderr
+        written = json.loads((records / "artifacts/fill.json").read_text())
+        limits = {"/scratch": 64, "/tmp": 32, "/cache": 32, "/out": 48}
         for place, (n, err) in written.items():
             assert err == "ENOSPC" and n <= limits[place] * 2**20, (place, n, err)
         # the job's log: the first MiB, then what was dropped (the daemon keeps no log of its own)
