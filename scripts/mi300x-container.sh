@@ -46,7 +46,7 @@ label=tilegate.mi300x-gate
 # /out's volume and its holder carry this one: `stop` leaves them for `collect`
 out_label=tilegate.mi300x-out
 run_name() {  # the workflow's TILEGATE_RUN: a docker name, and nothing else
-  [[ $1 =~ ^tilegate-[A-Za-z0-9_.-]{1,100}$ ]] || { echo "mi300x-container: '$1' is not a run's name" >&2; exit 2; }
+  [[ $1 =~ ^tilegate-[A-Za-z0-9_-]{1,100}$ ]] || { echo "mi300x-container: '$1' is not a run's name" >&2; exit 2; }
 }
 case ${1:-} in
   stop)
@@ -76,7 +76,7 @@ if [ "$uid" = 0 ]; then
 fi
 # --log-driver=none: the daemon keeps no copy of the output on its disk (the attached client still
 # gets it); no capabilities, no setuid gain, the default seccomp profile (no --security-opt seccomp=...)
-unprivileged=(--rm --init --log-driver=none --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
+unprivileged=(--rm --init --entrypoint= --log-driver=none --user "$uid:$gid" --cap-drop=ALL --security-opt=no-new-privileges
               --pids-limit="${TILEGATE_CONTAINER_PIDS:-16384}"
               --memory="${TILEGATE_CONTAINER_MEMORY:-256g}" --memory-swap="${TILEGATE_CONTAINER_MEMORY:-256g}")
 hardened=(--label "$label" "${unprivileged[@]}")
@@ -121,7 +121,9 @@ case ${1:-} in
     tree=$2; run_name "$3"; out_volume=$3-out; cache=$4; wheels=$5; shift 6
     [ -d "$tree" ] && [ ! -e "$tree/.git" ] || { echo "mi300x-container: $tree is no exported tree (missing, or has .git)" >&2; exit 1; }
     mkdir -p "$cache" "$wheels"
-    tmpfs_opts="rw,exec,nosuid,nodev,mode=0700,uid=$uid,gid=$gid"
+    # nr_inodes: empty files cost the kernel memory but no tmpfs blocks, so their count is bounded
+    # too (a million where tox, caches and TileLang build; /out's where collect takes 50,000)
+    tmpfs_opts="rw,exec,nosuid,nodev,mode=0700,uid=$uid,gid=$gid,nr_inodes=1m"
     # /out: a tmpfs volume, new (`volume create` would take an existing one as it is), which lives
     # while a container has it mounted: the holder keeps it for `collect`
     if docker volume inspect "$out_volume" >/dev/null 2>&1; then
@@ -129,7 +131,8 @@ case ${1:-} in
       exit 1
     fi
     docker volume create --label "$out_label" --driver local --opt type=tmpfs --opt device=tmpfs \
-      --opt "o=size=${TILEGATE_OUT_SIZE:-8g},uid=$uid,gid=$gid,mode=0700,nodev,nosuid" "$out_volume" >/dev/null
+      --opt "o=size=${TILEGATE_OUT_SIZE:-8g},nr_inodes=100k,uid=$uid,gid=$gid,mode=0700,nodev,nosuid,noexec" \
+      "$out_volume" >/dev/null
     docker run -d --name "$out_volume" --label "$out_label" "${unprivileged[@]}" --network=none --read-only \
       -v "$out_volume:/out:ro" "$image" sleep infinity >/dev/null
     writable=(--read-only

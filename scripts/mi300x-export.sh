@@ -68,22 +68,35 @@ fi
 got=$(git -C "$repo" rev-parse --verify -q "$sha^{commit}" 2>/dev/null) || { say "mi300x-export: $sha is not a commit"; exit 1; }
 [ "$got" = "$sha" ] || { say "mi300x-export: fetched $got, asked for $sha"; exit 1; }
 
-# the tree's size before any of it is written: a few kilobytes of objects can name one blob under
-# millions of paths. awk stops reading at the first cap passed (git then stops on the closed pipe).
+# What the archive writes is the tree as stored: its own .gitattributes would otherwise expand files
+# on the way out (export-subst, ident, eol and encoding conversion: a small blob, a large file).
+# $GIT_DIR/info/attributes comes before every attribute in the tree.
+printf '%s\n' '* -export-subst -export-ignore -ident -text -eol -working-tree-encoding -filter -diff' \
+  > "$repo/info/attributes"
+# The tree's size before any of it is written: a few kilobytes of objects can name one blob, or an
+# empty folder, under millions of paths. Every entry counts (folders too: -t); awk stops reading at
+# the first cap passed (git then stops on the closed pipe).
 max_files=${TILEGATE_EXPORT_MAX_FILES:-200000}; max_bytes=${TILEGATE_EXPORT_MAX_BYTES:-$((4 * 2**30))}
-sizes=$(git -C "$repo" "${safe[@]}" ls-tree -r -l "$sha" 2>/dev/null | awk -v mf="$max_files" -v mb="$max_bytes" '
+sizes=$(git -C "$repo" "${safe[@]}" ls-tree -r -t -l "$sha" 2>/dev/null | awk -v mf="$max_files" -v mb="$max_bytes" '
   { n++; if ($4 ~ /^[0-9]+$/) b += $4 }
   n > mf || b > mb { over = 1; exit }
-  END { print (over ? "over" : "ok"), n, b }') || true
+  END { print (over ? "over" : "ok"), n + 0, b + 0 }') || true
 if [[ $sizes != ok\ * ]]; then
-  say "mi300x-export: the commit's tree passes the export's caps ($max_files files, $max_bytes bytes; at: ${sizes#over })"
+  say "mi300x-export: the commit's tree passes the export's caps ($max_files entries, $max_bytes bytes; at: ${sizes#over })"
   exit 1
 fi
 mkdir -p "$tree"
 # --no-same-owner/--no-same-permissions: the host's user owns the files, with its umask; the
-# archive goes to tar on stdout, what either prints to scrub
-{ git -C "$repo" "${safe[@]}" archive --format=tar "$sha" \
-    | tar -x -C "$tree" --no-same-owner --no-same-permissions --exclude=.git; } 2>&1 | scrub "export: "
+# archive goes to tar on stdout, what either prints to scrub. The stream itself is held to the
+# listing's bound (contents, plus a tar header and padding an entry), should git write more.
+read -r _ entries bytes <<<"$sizes"
+stream_max=$(( bytes + entries * 4096 + 65536 ))
+if ! { git -C "$repo" "${safe[@]}" archive --format=tar "$sha" | head -c "$stream_max" \
+       | tar -x -C "$tree" --no-same-owner --no-same-permissions --exclude=.git; } 2>&1 | scrub "export: "; then
+  say "mi300x-export: the archive of $sha could not be written out, or passed its listing's size"
+  rm -rf "$tree"
+  exit 1
+fi
 if [ -n "$(find "$tree" -name .git -print -quit)" ]; then
   say "mi300x-export: a .git entry survived the export; refusing it"
   rm -rf "$tree"

@@ -276,6 +276,31 @@ def test_a_git_bomb_is_refused_before_a_byte_is_written(tmp_path):
     out = _export(repo.url, sha, tmp_path / "tree")
     assert out.returncode == 1 and "passes the export's caps" in out.stderr, out.stderr[-2000:]
     assert not (tmp_path / "tree").exists()
+    # folders count too: a million empty ones are no smaller to write out
+    empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
+    _git(repo.work, "hash-object", "-w", "-t", "tree", "--stdin", stdin="")
+    tree = empty
+    for _ in range(6):
+        tree = _git(
+            repo.work, "mktree", stdin="".join(f"040000 tree {tree}\td{i}\n" for i in range(10))
+        )
+    sha = repo.push_tree(f"040000 tree {tree}\tfolders\n", "a bomb of folders")
+    out = _export(repo.url, sha, tmp_path / "tree")
+    assert out.returncode == 1 and "passes the export's caps" in out.stderr, out.stderr[-2000:]
+    # the tree's own .gitattributes expands nothing on the way out: what is written is what the
+    # listing summed (export-subst made 21 kB of $Format:%>(16384)%H$ into 16 MB)
+    subst = "$Format:%>(16384)%H$ $Id$\n" * 100
+    attributes = "* export-subst ident text eol=crlf working-tree-encoding=UTF-32LE\n"
+    blobs = {
+        name: _git(repo.work, "hash-object", "-w", "--stdin", stdin=body)
+        for name, body in ((".gitattributes", attributes), ("subst.txt", subst))
+    }
+    sha = repo.push_tree(
+        "".join(f"100644 blob {blob}\t{name}\n" for name, blob in blobs.items()), "expands"
+    )
+    out = _export(repo.url, sha, tmp_path / "expands")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "expands" / "subst.txt").read_bytes() == subst.encode()
     small = _run(
         "bash",
         SCRIPTS / "mi300x-export.sh",
@@ -708,7 +733,8 @@ def _shared_temp(size: str = "1g") -> Path:
     # not under /tmp: the container's /tmp is a tmpfs of its own, over the fake GPU node's path
     base = Path(tempfile.mkdtemp(prefix="tilegate-boundary-", dir="/var/tmp"))
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(base)], check=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes=2m,mode=0755", "tmpfs", str(base)],
+        check=True,
     )
     return base
 
@@ -787,7 +813,8 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         # /out: a new tmpfs volume of a fixed size, kept by a holder that only sleeps
         assert inspect == ["volume", "inspect", f"{run}-out"]
         assert create[:2] == ["volume", "create"] and create[-1] == f"{run}-out"
-        assert f"o=size=8g,uid={NOBODY},gid={NOBODY},mode=0700,nodev,nosuid" in create
+        opts = f"o=size=8g,nr_inodes=100k,uid={NOBODY},gid={NOBODY},mode=0700,nodev,nosuid,noexec"
+        assert opts in create
         assert "type=tmpfs" in create and create[create.index("--label") + 1] == (
             "tilegate.mi300x-out"
         )
@@ -1222,7 +1249,9 @@ class WorkflowJob:
     """One job of gate-mi300x.yml on the runner: its steps' own `run:` text, with its `env:`
     expanded for an event, run as GitHub runs a step (bash -eo pipefail) by the unprivileged
     runner user, from a folder holding main's scripts as trusted/. Only the wheels step (a
-    networked pip download) is replaced: its wheels are copied in."""
+    networked pip download) is replaced: its wheels are copied in. The job's first step ends every
+    gate container and /out volume on the daemon, as on a runner, which runs one job at a time: one
+    test session a docker daemon (the container tests share an xdist group)."""
 
     def __init__(self, runner: RealRunner, base: Path, event: str, sha: str, run_id: int) -> None:
         self.runner, self.base, self.sha = runner, base, sha
@@ -1307,7 +1336,7 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(runner.repo.server)], check=True)
         temp = Path(runner.env["RUNNER_TEMP"])
         pr_sha = _git(runner.repo.work, "rev-parse", "HEAD")
-        pr = WorkflowJob(runner, base, "pull_request_target", pr_sha, run_id=101)
+        pr = WorkflowJob(runner, base, "pull_request_target", pr_sha, run_id=os.getpid() * 10 + 1)
         assert pr.step("This run's folder").returncode == 0
         work = temp / pr.env["TILEGATE_RUN"]
         export = pr.step("Export the commit under test")
@@ -1338,7 +1367,7 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(temp / "tilegate")], check=True)
         (stale / "locked" / "inner").chmod(0)
         (stale / "locked").chmod(0)
-        main = WorkflowJob(runner, base, "push", runner.repo.main, run_id=102)
+        main = WorkflowJob(runner, base, "push", runner.repo.main, run_id=os.getpid() * 10 + 2)
         start = main.step("This run's folder")
         assert start.returncode == 0, start.stderr
         assert [p.name for p in temp.iterdir()] == [main.env["TILEGATE_RUN"]]
@@ -1353,7 +1382,9 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         # what the runner user cannot remove stops the next job before it reads anything
         (temp / "tilegate-root-owned" / "x").mkdir(parents=True)
         (temp / "tilegate-root-owned").chmod(0o755)
-        refused_job = WorkflowJob(runner, base, "push", runner.repo.main, run_id=103)
+        refused_job = WorkflowJob(
+            runner, base, "push", runner.repo.main, run_id=os.getpid() * 10 + 3
+        )
         start = refused_job.step("This run's folder")
         assert start.returncode == 1 and "could not be removed" in start.stderr, start.stderr
         for name in ("Take the records out", "Upload artifacts", "Shard summary"):
