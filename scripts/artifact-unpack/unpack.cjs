@@ -19,16 +19,7 @@ if (!zipPath || !dest) {
   console.error("usage: unpack.cjs ZIP DEST [PACKAGE_DIR]");
   process.exit(2);
 }
-// this folder's install only: no fall-through to a node_modules further up
-const modules = path.join(path.resolve(pkgDir), "node_modules");
-const version = (name) => {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(modules, name, "package.json"), "utf8")).version;
-  } catch {
-    console.error(`no ${name} in ${modules}: run bash scripts/install-artifact-unpack.sh`);
-    process.exit(2);
-  }
-};
+const { modules, version } = require("./installed.cjs").installed(pkgDir);
 const versions = { artifact: version("@actions/artifact"), unzipStream: version("unzip-stream") };
 
 const zip = fs.readFileSync(zipPath);

@@ -33,6 +33,7 @@ import yaml
 
 from tilegate.paths import REPO_ROOT
 from tilegate.testing.container import TEST_IMAGE
+from tilegate.testing.git_plumbing import git
 from tilegate.testing.workflow_log import forged, step_commands
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -63,33 +64,13 @@ def _run(
     )
 
 
-def _git(repo: Path, *args, stdin: str | None = None) -> str:
-    env = {
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    out = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, **env},
-    )
-    return out.stdout.strip()
-
-
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:
     for name, body in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(body)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
 
 
 class ForkShapedRepository:
@@ -100,10 +81,10 @@ class ForkShapedRepository:
     def __init__(self, root: Path) -> None:
         self.work, self.server = root / "fork-work", root / "base.git"
         self.work.mkdir()
-        _git(self.work, "init", "-q", "-b", "main")
+        git(self.work, "init", "-q", "-b", "main")
         self.main = _commit(self.work, {"README.md": "the base repository\n"}, "main")
-        _git(root, "init", "-q", "--bare", str(self.server))
-        _git(self.work, "push", "-q", str(self.server), "main:refs/heads/main")
+        git(root, "init", "-q", "--bare", str(self.server))
+        git(self.work, "push", "-q", str(self.server), "main:refs/heads/main")
 
     @property
     def url(self) -> str:
@@ -111,15 +92,15 @@ class ForkShapedRepository:
 
     def fork_push(self, files: dict[str, str], message: str) -> str:
         sha = _commit(self.work, files, message)
-        _git(self.work, "push", "-q", "-f", str(self.server), f"{sha}:refs/pull/7/head")
+        git(self.work, "push", "-q", "-f", str(self.server), f"{sha}:refs/pull/7/head")
         return sha
 
     def push_tree(self, tree_entries: str, message: str) -> str:
         """A commit of a hand-made tree (git itself never makes a `.git` entry; an attacker's
         client can)."""
-        tree = _git(self.work, "mktree", stdin=tree_entries)
-        sha = _git(self.work, "commit-tree", tree, "-p", "HEAD", "-m", message)
-        _git(self.work, "push", "-q", "-f", str(self.server), f"{sha}:refs/pull/8/head")
+        tree = git(self.work, "mktree", stdin=tree_entries)
+        sha = git(self.work, "commit-tree", tree, "-p", "HEAD", "-m", message)
+        git(self.work, "push", "-q", "-f", str(self.server), f"{sha}:refs/pull/8/head")
         return sha
 
 
@@ -222,16 +203,16 @@ def test_a_git_config_or_hook_planted_in_the_commit_never_reaches_the_host(tmp_p
     tree that holds one is refused at the fetch."""
     repo = ForkShapedRepository(tmp_path)
     marker = tmp_path / "PWNED"
-    config = _git(
+    config = git(
         repo.work, "hash-object", "-w", "--stdin", stdin=f"[core]\n\tfsmonitor = touch {marker}\n"
     )
-    hook = _git(repo.work, "hash-object", "-w", "--stdin", stdin=f"#!/bin/sh\ntouch {marker}\n")
-    hooks = _git(repo.work, "mktree", stdin=f"100755 blob {hook}\tpost-checkout\n")
-    dot_git = _git(
+    hook = git(repo.work, "hash-object", "-w", "--stdin", stdin=f"#!/bin/sh\ntouch {marker}\n")
+    hooks = git(repo.work, "mktree", stdin=f"100755 blob {hook}\tpost-checkout\n")
+    dot_git = git(
         repo.work, "mktree", stdin=f"100644 blob {config}\tconfig\n040000 tree {hooks}\thooks\n"
     )
-    readme = _git(repo.work, "rev-parse", "HEAD:README.md")
-    nested = _git(repo.work, "mktree", stdin=f"040000 tree {dot_git}\t.git\n")  # suite/.git
+    readme = git(repo.work, "rev-parse", "HEAD:README.md")
+    nested = git(repo.work, "mktree", stdin=f"040000 tree {dot_git}\t.git\n")  # suite/.git
     for entries in (
         f"040000 tree {dot_git}\t.git\n100644 blob {readme}\tREADME.md\n",
         f"040000 tree {nested}\tsuite\n",
@@ -264,12 +245,10 @@ def test_a_git_bomb_is_refused_before_a_byte_is_written(tmp_path):
     the export wrote it out until the runner's disk was full. Fix: the tree's file count and size
     are summed from its listing first, and over the caps nothing is written."""
     repo = ForkShapedRepository(tmp_path)
-    blob = _git(repo.work, "hash-object", "-w", "--stdin", stdin="x" * 4096)
-    tree = _git(
-        repo.work, "mktree", stdin="".join(f"100644 blob {blob}\tf{i}\n" for i in range(10))
-    )
+    blob = git(repo.work, "hash-object", "-w", "--stdin", stdin="x" * 4096)
+    tree = git(repo.work, "mktree", stdin="".join(f"100644 blob {blob}\tf{i}\n" for i in range(10)))
     for _ in range(5):  # 10**6 paths
-        tree = _git(
+        tree = git(
             repo.work, "mktree", stdin="".join(f"040000 tree {tree}\td{i}\n" for i in range(10))
         )
     sha = repo.push_tree(f"040000 tree {tree}\tbomb\n", "a git bomb")
@@ -278,10 +257,10 @@ def test_a_git_bomb_is_refused_before_a_byte_is_written(tmp_path):
     assert not (tmp_path / "tree").exists()
     # folders count too: a million empty ones are no smaller to write out
     empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
-    _git(repo.work, "hash-object", "-w", "-t", "tree", "--stdin", stdin="")
+    git(repo.work, "hash-object", "-w", "-t", "tree", "--stdin", stdin="")
     tree = empty
     for _ in range(6):
-        tree = _git(
+        tree = git(
             repo.work, "mktree", stdin="".join(f"040000 tree {tree}\td{i}\n" for i in range(10))
         )
     sha = repo.push_tree(f"040000 tree {tree}\tfolders\n", "a bomb of folders")
@@ -292,7 +271,7 @@ def test_a_git_bomb_is_refused_before_a_byte_is_written(tmp_path):
     subst = "$Format:%>(16384)%H$ $Id$\n" * 100
     attributes = "* export-subst ident text eol=crlf working-tree-encoding=UTF-32LE\n"
     blobs = {
-        name: _git(repo.work, "hash-object", "-w", "--stdin", stdin=body)
+        name: git(repo.work, "hash-object", "-w", "--stdin", stdin=body)
         for name, body in ((".gitattributes", attributes), ("subst.txt", subst))
     }
     sha = repo.push_tree(
@@ -1137,8 +1116,8 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
         )
         # what checkout's post step does on the host: git in the trusted checkout
         trusted = base / "trusted-checkout"
-        _git(base, "clone", "-q", str(repo.server), str(trusted))
-        _git(trusted, "status")
+        git(base, "clone", "-q", str(repo.server), str(trusted))
+        git(trusted, "status")
         assert not marker.exists()
     finally:
         _release(base)
@@ -1335,7 +1314,7 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         # served as GitHub serves it; git refuses a repository its user does not own
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(runner.repo.server)], check=True)
         temp = Path(runner.env["RUNNER_TEMP"])
-        pr_sha = _git(runner.repo.work, "rev-parse", "HEAD")
+        pr_sha = git(runner.repo.work, "rev-parse", "HEAD")
         pr = WorkflowJob(runner, base, "pull_request_target", pr_sha, run_id=os.getpid() * 10 + 1)
         assert pr.step("This run's folder").returncode == 0
         work = temp / pr.env["TILEGATE_RUN"]

@@ -10,7 +10,6 @@ as the runner reads it (tilegate/testing/workflow_log.py):
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tilegate.paths import REPO_ROOT
+from tilegate.testing.git_plumbing import git
 from tilegate.testing.workflow_log import Command, forged, lines, step_commands
 
 # module constants, so a check of the old scripts can point them elsewhere
@@ -42,36 +42,20 @@ GITMODULES = (
 CLEAN = re.compile(rb"[\x20-\x7e\n]*")
 
 
-def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-    out = subprocess.run(
-        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=True, env=env
-    )
-    return out.stdout.decode().strip()
-
-
 def _served_commit(root: Path, files: dict[str, bytes]) -> tuple[str, str]:
     """(file:// URL, SHA) of a commit of ``files`` made with git's plumbing (so no client-side
     check stands in the way, as none does for an attacker's own client), served by a bare
     repository as GitHub serves a pull request's head."""
     work, server = root / "attacker", root / "base.git"
-    _git(root, "init", "-q", str(work))
-    _git(root, "init", "-q", "--bare", str(server))
+    git(root, "init", "-q", str(work))
+    git(root, "init", "-q", "--bare", str(server))
     entries = "".join(
-        f"100644 blob {_git(work, 'hash-object', '-w', '--stdin', stdin=body)}\t{name}\n"
+        f"100644 blob {git(work, 'hash-object', '-w', '--stdin', stdin=body)}\t{name}\n"
         for name, body in sorted(files.items())
     )
-    tree = _git(work, "mktree", stdin=entries.encode())
-    sha = _git(work, "commit-tree", tree, "-m", "a pull request")
-    _git(work, "push", "-q", str(server), f"{sha}:refs/pull/7/head")
+    tree = git(work, "mktree", stdin=entries.encode())
+    sha = git(work, "commit-tree", tree, "-m", "a pull request")
+    git(work, "push", "-q", str(server), f"{sha}:refs/pull/7/head")
     return server.as_uri(), sha
 
 
