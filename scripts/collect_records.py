@@ -9,12 +9,12 @@ artifacts/, suite/baselines/ and .test_durations, the layout the upload always h
 test wrote OUT, so nothing in it is followed or trusted: every folder and file is opened relative
 to its parent's descriptor with O_NOFOLLOW, and only folders and regular files with one link are
 taken. A name is data too: the upload keeps it and an unzip on another machine writes it, so a path
-is taken only in a small alphabet (NAME below: letters, digits, `._+-`, `/` between names, no `.`
-or `..`, bounded length and depth). Symlinks, devices, FIFOs, sockets, hard links, a `.git` entry,
-a name outside the alphabet, a file over the size cap, anything past the file count or the total
-cap: each is refused and counted; the first MAX_REPORTED are listed in DEST/refused.json and on
-stderr as GitHub annotations (their names escaped into the alphabet), then the count, and the
-command exits 1 once the rest is copied.
+is taken only in a small alphabet (NAME below: letters, digits, `._+-`, `/` between names, no name
+of dots only or starting with `-`, bounded length and depth). Symlinks, devices, FIFOs, sockets,
+hard links, a `.git` entry, a name outside the alphabet, a file over the size cap, anything past
+the file count or the total cap: each is refused and counted; the first MAX_REPORTED are listed
+in DEST/refused.json and on stderr as GitHub annotations (their names escaped into the alphabet),
+then the count, and the command exits 1 once the rest is copied.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ got=$(git -C "$repo" rev-parse --verify -q "$sha^{commit}" 2>/dev/null) || { say
 # What the archive writes is the tree as stored: its own .gitattributes would otherwise expand files
 # on the way out (export-subst, ident, eol and encoding conversion: a small blob, a large file).
 # $GIT_DIR/info/attributes comes before every attribute in the tree.
-printf '%s\n' '* -export-subst -export-ignore -ident -text -eol -working-tree-encoding -filter -diff' \
+printf '%s\n' '* -export-subst -export-ignore -ident -text -eol -working-tree-encoding -filter' \
   > "$repo/info/attributes"
 # The tree's size before any of it is written: a few kilobytes of objects can name one blob, or an
 # empty folder, under millions of paths. Every entry counts (folders too: -t); awk stops reading at

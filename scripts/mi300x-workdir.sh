@@ -18,7 +18,8 @@ usage() { echo "usage: $0 start|remove WORK" >&2; exit 2; }
 [ $# -eq 2 ] && [[ $1 =~ ^(start|remove)$ ]] && [ -n "$2" ] || usage
 temp=${RUNNER_TEMP:?RUNNER_TEMP is not set}
 work=$2
-case $work in "$temp"/tilegate-*) ;; *) echo "mi300x-workdir: $work is not under $temp/tilegate-" >&2; exit 2 ;; esac
+# a run's folder right under $RUNNER_TEMP, named as the workflow's TILEGATE_RUN (no `/`, no `..`)
+[[ ${work#"$temp"/} =~ ^tilegate-[A-Za-z0-9_-]{1,100}$ ]] || { echo "mi300x-workdir: $work is not a run's folder in $temp" >&2; exit 2; }
 
 # scrub PATH: removes PATH; succeeds only if nothing of it stays. A link is removed as itself (chmod
 # -R would follow one named on its command line); below PATH, chmod -R follows none (-P, GNU's

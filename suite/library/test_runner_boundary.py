@@ -732,13 +732,21 @@ def _release(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
+def _runners(path: Path) -> Path:
+    """``path``, made as a new folder of the runner user's."""
+    path.mkdir()
+    os.chown(path, NOBODY, NOBODY)
+    return path
+
+
+def _give_to_runner(path: Path) -> None:
+    """``path`` and all below it, the runner user's (as what it wrote would be)."""
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(path)], check=True)
+
+
 def _runner_folders(base: Path) -> dict[str, Path]:
     base.mkdir(mode=0o755)
-    folders = {name: base / name for name in ("tree", "cache", "wheels")}
-    for path in folders.values():
-        path.mkdir()
-        os.chown(path, NOBODY, NOBODY)
-    return folders
+    return {name: _runners(base / name) for name in ("tree", "cache", "wheels")}
 
 
 def _fake_gpu(base: Path, gid: int) -> Path:
@@ -861,9 +869,7 @@ def test_the_container_command_line_is_the_boundary(tmp_path):
         call = _calls(args)[-1]
         assert f"{f['cache']}:/cache" in call and not any(a.startswith("/cache") for a in call)
         # the records: main's collect_records.py in the image, /out read-only, a new folder
-        host = base / "host"  # the runner user's $RUNNER_TEMP/$TILEGATE_RUN
-        host.mkdir()
-        os.chown(host, NOBODY, NOBODY)
+        host = _runners(base / "host")  # the runner user's $RUNNER_TEMP/$TILEGATE_RUN
         never = _run("bash", script, "collect", run, host / "none", env=env, user=NOBODY)
         assert never.returncode == 0 and (host / "none").is_dir(), (
             never.stderr
@@ -1089,10 +1095,7 @@ def test_the_gate_container_runs_the_attackers_code_offline_read_only_unprivileg
         window = commands[0].data
         assert commands[0].name == "stop-commands" and len(window) == 32
         assert forged(commands, window) == [] and commands[-1].resume, commands
-        records = base / "host"  # the runner user's own folder ($RUNNER_TEMP)
-        records.mkdir()
-        os.chown(records, NOBODY, NOBODY)
-        records = records / "records"
+        records = _runners(base / "host") / "records"  # in the runner user's $RUNNER_TEMP
         collect = runner.collect(records)
         assert collect.returncode == 1, collect.stderr
         refused = {r["path"] for r in json.loads((records / "refused.json").read_text())["first"]}
@@ -1177,7 +1180,7 @@ def test_the_run_folders_clean_up_follows_no_link_and_names_nothing():
         temp.mkdir()
         (temp / "tilegate-x").symlink_to(victim)
         (temp / "tilegate-old" / "locked::error::x").mkdir(parents=True)
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(base)], check=True)
+        _give_to_runner(base)
         (victim / "sub").chmod(0o500)
         (temp / "tilegate-old" / "locked::error::x").chmod(0)
         work = temp / "tilegate-101-1-gate-1"
@@ -1187,16 +1190,18 @@ def test_the_run_folders_clean_up_follows_no_link_and_names_nothing():
         assert [p.name for p in temp.iterdir()] == [work.name]
         assert stat.S_IMODE((victim / "sub").stat().st_mode) == 0o500 and victim.is_dir()
         (work / "out" / "inner").mkdir(parents=True)
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(work)], check=True)
+        _give_to_runner(work)
         (work / "out" / "inner").chmod(0)
         (work / "out").chmod(0)
         remove = _run("bash", SCRIPTS / "mi300x-workdir.sh", "remove", work, env=env, user=NOBODY)
         assert remove.returncode == 0 and list(temp.iterdir()) == [], remove.stderr
         assert "::" not in start.stdout + start.stderr + remove.stdout + remove.stderr
-        outside = _run(
-            "bash", SCRIPTS / "mi300x-workdir.sh", "remove", base / "victim", env=env, user=NOBODY
-        )
-        assert outside.returncode == 2 and victim.is_dir()  # only a run's folder, by its name
+        # only a run's folder, right under $RUNNER_TEMP, by its name
+        for outside in (victim, temp / "tilegate-x" / ".." / ".." / "victim"):
+            refused = _run(
+                "bash", SCRIPTS / "mi300x-workdir.sh", "remove", outside, env=env, user=NOBODY
+            )
+            assert refused.returncode == 2 and (victim / "sub").is_dir(), outside
     finally:
         _release(base)
 
@@ -1289,8 +1294,7 @@ class WorkflowJob:
 def _job_env(base: Path) -> dict[str, str]:
     """What the runner gives every step: its temp folder and home, both the runner user's."""
     for name in ("runner-temp", "home"):
-        (base / name).mkdir()
-        os.chown(base / name, NOBODY, NOBODY)
+        _runners(base / name)
     return {
         "RUNNER_TEMP": str(base / "runner-temp"),
         "HOME": str(base / "home"),
@@ -1312,7 +1316,7 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         runner = RealRunner(base, {"tox.ini": LEFTOVER_TOX, "leftover.py": LEFTOVER})
         runner.env.update(_job_env(base))
         # served as GitHub serves it; git refuses a repository its user does not own
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(runner.repo.server)], check=True)
+        _give_to_runner(runner.repo.server)
         temp = Path(runner.env["RUNNER_TEMP"])
         pr_sha = git(runner.repo.work, "rev-parse", "HEAD")
         pr = WorkflowJob(runner, base, "pull_request_target", pr_sha, run_id=os.getpid() * 10 + 1)
@@ -1343,7 +1347,7 @@ def test_a_folder_the_clean_up_cannot_remove_never_reaches_mains_next_run():
         (stale / "junit").mkdir(parents=True)
         (stale / "junit/rocm-1.xml").write_text("<testsuite/>")
         (stale / "locked" / "inner").mkdir(parents=True)
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(temp / "tilegate")], check=True)
+        _give_to_runner(temp / "tilegate")
         (stale / "locked" / "inner").chmod(0)
         (stale / "locked").chmod(0)
         main = WorkflowJob(runner, base, "push", runner.repo.main, run_id=os.getpid() * 10 + 2)
@@ -1418,10 +1422,7 @@ def test_a_run_cannot_write_past_its_limits():
         )
         run = runner.gate("python3", "fill.py")
         assert run.returncode == 0, run.stderr[-3000:]
-        host = base / "host"  # the runner user's $RUNNER_TEMP/$TILEGATE_RUN
-        host.mkdir()
-        os.chown(host, NOBODY, NOBODY)
-        records = host / "records"
+        records = _runners(base / "host") / "records"  # in the runner user's $RUNNER_TEMP
         collect = runner.collect(records)
         assert collect.returncode == 0, collect.stderr
         written = json.loads((records / "artifacts/fill.json").read_text())
