@@ -12,7 +12,7 @@ lengths that are not multiples of a block (3782) are exact.
 import tilelang.language as T
 
 from tilegate.kernels.configs import TileConfig
-from tilegate.kernels.defects import PrefillDefect, PrefillKnobs, planted
+from tilegate.kernels.hooks import PrefillKnobs, require
 from tilegate.kernels.online_softmax import (
     accumulate_pv,
     alloc_softmax_state,
@@ -29,7 +29,7 @@ from tilegate.kernels.online_softmax import (
 from tilegate.kernels.problem import AttentionShape
 
 # The hooks below are flash_fwd's own steps, each built healthy or, for the gate's sensitivity
-# tests, with a planted defect's knobs (kernels/defects.py): the kernel body never branches on one.
+# tests, with a planted defect's knobs (kernels/hooks.py): the kernel body never branches on one.
 
 
 def key_loader(block_n: int, head_dim: int, *, unguarded: bool = False):
@@ -123,15 +123,16 @@ def output_store(
     return True, store_through_shared
 
 
-def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, defect: PrefillDefect | None = None):
+def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, knobs: PrefillKnobs | None = None):
     """Return the TileLang prim_func for ``shape`` tiled by ``cfg``.
 
     Softmax statistics and the per-block Q@K^T and P@V products are fp32. The running
     output accumulator and row sum use ``cfg.accum_dtype``: fp32 normally; fp16 only in
     the variant that exists so the gate can prove it catches fp16 accumulation.
-    ``defect`` plants a PrefillDefect (sensitivity tests only).
+    ``knobs`` change its hooks (kernels/hooks.py; the gate's planted defects only).
     """
-    knobs = PrefillKnobs.of(planted(defect, PrefillDefect, "flash_fwd"))
+    knobs = PrefillKnobs() if knobs is None else knobs
+    require(knobs, PrefillKnobs, "flash_fwd")
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal = shape.groups, shape.causal
     dtype, acc = shape.dtype, cfg.accum_dtype

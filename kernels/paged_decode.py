@@ -13,7 +13,7 @@ a launch of one split writes the output itself, and no combine runs.
 import tilelang.language as T
 
 from tilegate.kernels.configs import DecodeConfig
-from tilegate.kernels.defects import CombineDefect, CombineKnobs, planted
+from tilegate.kernels.hooks import CombineKnobs, require
 from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
@@ -189,13 +189,14 @@ def split_weighting(splits: int, *, drop_smallest_split: bool = False):
 
 
 def paged_decode_combine(
-    shape: AttentionShape, cfg: DecodeConfig, *, defect: CombineDefect | None = None
+    shape: AttentionShape, cfg: DecodeConfig, *, knobs: CombineKnobs | None = None
 ):
     """Out[b, h, :] = sum_s 2^(LSE_s - max) O_s / sum_s 2^(LSE_s - max), in fp32, over the
     ``cfg.num_splits`` splits of the launch (tilegate.serving.paged passes the launch's count as
     cfg.num_splits). One thread per d.
-    ``defect`` plants a CombineDefect (sensitivity tests only)."""
-    knobs = CombineKnobs.of(planted(defect, CombineDefect, "paged_decode_combine"))
+    ``knobs`` change its hook (kernels/hooks.py; the gate's planted defects only)."""
+    knobs = CombineKnobs() if knobs is None else knobs
+    require(knobs, CombineKnobs, "paged_decode_combine")
     # a static split count (the launch's, a power of two: one build per count used), so that the
     # loops over the splits unroll and their loads overlap
     head_dim, dtype, splits = shape.head_dim, shape.dtype, cfg.num_splits

@@ -21,13 +21,7 @@ Three ways to bring K and V in, by config: gathered in line (gfx942), a block ah
 import tilelang.language as T
 
 from tilegate.kernels.configs import PRODUCER_THREADS, TileConfig
-from tilegate.kernels.defects import (
-    PREFETCH_DEFECTS,
-    WARPGROUP_DEFECTS,
-    ExtendDefect,
-    ExtendKnobs,
-    planted,
-)
+from tilegate.kernels.hooks import ExtendKnobs, require
 from tilegate.kernels.online_softmax import (
     FP32,
     accumulate_pv,
@@ -83,8 +77,8 @@ def store_out_rows(out_acc, row_sum, Out, first, row0, n_new, head):
             Out[first + row, head, d] = T.cast(out_acc[i, d] / row_sum[i], Out.dtype)
 
 
-# The hooks below are the steps a planted defect changes (kernels/defects.py), each built healthy or
-# with the defect's knobs: the kernel body never branches on one.
+# The hooks below are the steps the gate's knobs change (kernels/hooks.py), each built healthy or
+# with a planted defect's knobs: the kernel body never branches on one.
 
 
 def cached_prefix(prefix_shift: int = 0):
@@ -221,15 +215,13 @@ def kv_prefetch(block_n: int, *, own_barriers: bool = False):
     return start, advance
 
 
-def _check_defect(defect: ExtendDefect | None, cfg: TileConfig) -> None:
-    if defect in WARPGROUP_DEFECTS and not cfg.gather_warpgroup:
-        raise ValueError(
-            f"defect {defect} is planted in the producer-warpgroup path: config {cfg.name} has none"
-        )
-    if defect in PREFETCH_DEFECTS and not cfg.prefetch_kv:
-        raise ValueError(
-            f"defect {defect} is planted in the register-prefetch path: config {cfg.name} has none"
-        )
+def _check_knobs(knobs: ExtendKnobs, cfg: TileConfig) -> None:
+    """Knobs of a path the config does not take would build the healthy kernel: refused."""
+    require(knobs, ExtendKnobs, "paged_extend")
+    if (knobs.skip_v_wait or knobs.release_k_early) and not cfg.gather_warpgroup:
+        raise ValueError(f"{knobs} changes the producer-warpgroup path: config {cfg.name} has none")
+    if knobs.own_barriers and not cfg.prefetch_kv:
+        raise ValueError(f"{knobs} changes the register-prefetch path: config {cfg.name} has none")
 
 
 def paged_extend(
@@ -237,13 +229,12 @@ def paged_extend(
     cfg: TileConfig,
     *,
     softmax_scale: float | None = None,
-    defect: ExtendDefect | None = None,
+    knobs: ExtendKnobs | None = None,
 ):
-    """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling). ``defect`` plants
-    an ExtendDefect (sensitivity tests only)."""
-    defect = planted(defect, ExtendDefect, "paged_extend")
-    _check_defect(defect, cfg)
-    knobs = ExtendKnobs.of(defect)
+    """``softmax_scale`` defaults to head_dim^-1/2 (SGLang passes layer.scaling). ``knobs`` change
+    its hooks (kernels/hooks.py; the gate's planted defects only)."""
+    knobs = ExtendKnobs() if knobs is None else knobs
+    _check_knobs(knobs, cfg)
     block_m, block_n, head_dim = cfg.block_m, cfg.block_n, shape.head_dim
     groups, causal, dtype = shape.groups, shape.causal, shape.dtype
     log2_scale = scale_log2(head_dim, softmax_scale)

@@ -32,7 +32,7 @@ def main() -> int:
     args = parser.parse_args()
     import tilelang
 
-    from tilegate.builder import KernelBuilder
+    from tilegate.gate.builder import KernelBuilder
     from tilegate.gfx942 import decode_choice as dc
     from tilegate.gfx942.toolchain import find_toolchain
 

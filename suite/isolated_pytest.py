@@ -8,7 +8,7 @@ import sys
 
 import tomllib
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing.run_records import PARENT_ENV
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from tilegate.artifacts.records import read_junit
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.toolchain import cross_prefix
-from tilegate.paths import REPO_ROOT
 
 
 def gate_build_lock() -> FileLock:

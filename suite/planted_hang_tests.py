@@ -31,11 +31,11 @@ def _qkv():
 @pytest.mark.gpu
 @pytest.mark.xdist_group("planted-hang")
 def test_compile_the_planted_hang():  # first, on the same worker: compiling is not the hang
-    from tilegate.kernels.defects import PrefillDefect
+    from tilegate.gate.planted import PrefillDefect, knobs_for
     from tilegate.kernels.flash_fwd import flash_fwd
     from tilegate.runtime import compiled
 
-    assert compiled(flash_fwd, SHAPE, _config(), defect=PrefillDefect.HANG) is not None
+    assert compiled(flash_fwd, SHAPE, _config(), knobs=knobs_for(PrefillDefect.HANG)) is not None
 
 
 @pytest.mark.gpu
@@ -44,10 +44,10 @@ def test_compile_the_planted_hang():  # first, on the same worker: compiling is 
 def test_planted_hang():
     import torch
 
-    from tilegate.kernels.defects import PrefillDefect
+    from tilegate.gate.planted import PrefillDefect, knobs_for
     from tilegate.runtime import flash_attention
 
-    flash_attention(SHAPE, _config(), *_qkv(), defect=PrefillDefect.HANG)
+    flash_attention(SHAPE, _config(), *_qkv(), knobs=knobs_for(PrefillDefect.HANG))
     torch.cuda.synchronize()
 
 

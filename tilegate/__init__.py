@@ -7,17 +7,16 @@ checkout, the links ``tilegate/kernels`` -> ``../kernels`` (and the other two) d
 editable installs and plain ``PYTHONPATH`` runs. The folders carry no ``__init__.py`` on purpose:
 a checkout on ``sys.path`` then never shadows Hugging Face's ``kernels``, which SGLang imports.
 
-Layers, each importing only those before it (suite/library/test_import_layers.py enforces it):
-  tilegate.kernels, tilegate.references   TileLang factories and configs; pure torch
-  tilegate (this folder)                  toolchain, lowering, code objects, ISA, runtime, reports
-  tilegate.serving                        launchers, SGLang backend and plugin, transformers
-  attention
+The runtime, what an SGLang deployment installs (pyproject.toml) and nothing else:
+  tilegate.kernels                        TileLang factories, configs, hooks with healthy defaults
+  tilegate (this folder's modules)        platform detection, compiling and launching
+  tilegate.serving                        paged launchers, the SGLang backend and plugin
+The gate (testing/pyproject.toml), which the runtime never imports:
+  tilegate.references                     FP32/FP64 references, metrics, tolerances; pure torch
+  tilegate.gate, .gfx942, .artifacts      registry, planted defects, builds, ISA, records
   tilegate.fixtures                       cases, inputs, tiny Llama-3, prompts
   tilegate.harness                        the tiers that run outside pytest, one package each
-                                          (perf, counters, sanitize, sglang: driver, child,
-                                          protocol)
+  tilegate.foreign                        kernels from other packages, through an adapter
   tilegate.testing                        the pytest plugin: options, skips, deadlines, precompile
-
-The runtime distribution (pyproject.toml) is the first three rows and tilegate.serving: what an
-SGLang deployment installs. tilegate-testing (testing/pyproject.toml) is fixtures, harness, testing.
+suite/library/test_import_layers.py holds the layers to their order.
 """

@@ -11,12 +11,11 @@ import functools
 import torch
 
 from tilegate.kernels.configs import TARGETS, TileConfig
-from tilegate.kernels.defects import PrefillDefect
+from tilegate.kernels.dtypes import TORCH_DTYPES
 from tilegate.kernels.flash_fwd import flash_fwd
+from tilegate.kernels.hooks import Knobs, PrefillKnobs
 from tilegate.kernels.problem import AttentionShape
-from tilegate.kernels.registry import planted_pass_configs
 from tilegate.platform import detect, local_target
-from tilegate.references.dtypes import TORCH_DTYPES
 
 # What this process launched last, for the hang watchdog's message (tilegate.testing.watchdog).
 last_launch: dict[str, str | None] = {"kernel": None}
@@ -47,10 +46,13 @@ def _compiled(factory, shape: AttentionShape, cfg, pass_configs: tuple, **option
 
 
 def compiled(factory, shape: AttentionShape, cfg, pass_configs: dict | None = None, **options):
-    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session, with a
-    planted defect's pass configs (``options["defect"]``) and ``pass_configs`` on top of
-    ``process_pass_configs``."""
-    planted = planted_pass_configs(factory, options.get("defect"))
+    """``factory(shape, cfg, **options)`` compiled for the local GPU, once per session, with the
+    pass configs its knobs need (``options["knobs"]``, kernels/hooks.py) and ``pass_configs`` on
+    top of ``process_pass_configs``. Healthy knobs are the factory's default: one cache entry."""
+    knobs = options.get("knobs")
+    if isinstance(knobs, Knobs) and knobs.healthy:
+        options = {**options, "knobs": None}
+    planted = knobs.pass_configs() if isinstance(knobs, Knobs) else {}
     merged = {
         **TARGET_PASS_CONFIGS.get(local_target(), {}),
         **process_pass_configs,
@@ -96,12 +98,12 @@ def check_inputs(shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: tor
 
 
 def flash_attention(
-    shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, defect: PrefillDefect | None = None
+    shape: AttentionShape, cfg: TileConfig, q, k, v, out=None, knobs: PrefillKnobs | None = None
 ):
     """Run the flash forward kernel; ``out`` (same shape as q) may be given to check its bounds.
-    ``defect`` plants a PrefillDefect (the gate's sensitivity tests only)."""
+    ``knobs`` change its hooks (the gate's planted defects only; None: healthy)."""
     check_inputs(shape, q, k, v)
     if out is None:
         out = torch.empty_like(q)
-    launch(flash_fwd, shape, cfg, q, k, v, out, defect=defect)
+    launch(flash_fwd, shape, cfg, q, k, v, out, knobs=knobs)
     return out

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from packaging.requirements import Requirement
 
-from tilegate import tilelang_versions as tv
 from tilegate.artifacts.records import venv_run_dir
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
+from tilegate.gate import tilelang_versions as tv
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.harness import tilelang_venv
-from tilegate.paths import REPO_ROOT
 
 # Skips a CPU machine's child run may report: the GPU compile tests, and a run that is 0.1.12
 # itself.
@@ -43,7 +43,7 @@ def test_every_supported_version_has_golden_snapshots():
 
 
 def test_smoke_subset_covers_every_kernel():
-    from tilegate.kernels.registry import KERNELS
+    from tilegate.gate.registry import KERNELS
 
     smoke = tilelang_venv.smoke_cases()
     assert {c.kernel for c in smoke} == set(KERNELS)

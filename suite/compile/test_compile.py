@@ -7,8 +7,8 @@ import pytest
 from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, shapes
+from tilegate.gate.registry import KERNELS
 from tilegate.kernels.configs import TARGETS
-from tilegate.kernels.registry import KERNELS
 from tilegate.platform import SHIPPING_TARGET
 from tilegate.testing.precompile import EVERY, Build
 

@@ -11,6 +11,8 @@ from enum import Enum
 import pytest
 import torch
 
+from tilegate.gate.planted import ExtendDefect, knobs_for
+from tilegate.gate.registry import planted_pass_configs
 from tilegate.harness.stress import cuda_source_shows, repeat_bitwise
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
@@ -23,11 +25,9 @@ from tilegate.kernels.configs import (
     asynchronous_paths,
     configs_for,
 )
-from tilegate.kernels.defects import ExtendDefect
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
-from tilegate.kernels.registry import planted_pass_configs
 from tilegate.runtime import TARGET_PASS_CONFIGS
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
@@ -40,7 +40,7 @@ def _config(target: str, name: str):
 @dataclass(frozen=True)
 class Sm90Lowering:
     """A kernel lowered for sm90 with the pass configs a launch on the H200 would get (the planted
-    ones from the registry): a tilegate.builder.Buildable, so the builder's disk cache keeps it
+    ones from the registry): a tilegate.gate.builder.Buildable, so the builder's disk cache keeps it
     across runs (a warm run lowers nothing; a changed kernel file misses)."""
 
     factory: Callable
@@ -64,8 +64,8 @@ class Sm90Lowering:
         return "\0".join(parts)
 
     def lowering_input(self):
-        options = {"defect": self.defect} if self.defect else {}
-        return self.factory(SHAPE, self.cfg, **options), self.pass_configs()
+        knobs = knobs_for(self.defect)
+        return self.factory(SHAPE, self.cfg, knobs=knobs), self.pass_configs()
 
 
 @pytest.fixture
@@ -129,13 +129,15 @@ def test_each_asynchronous_path_shows_in_its_cuda_source_and_no_other(cuda_sourc
 def test_a_planted_race_needs_its_path():
     with pytest.raises(ValueError, match="producer-warpgroup path: config m128n128w8-pf has none"):
         paged_extend(
-            SHAPE, _config("sm90", "m128n128w8-pf"), defect=ExtendDefect.V_READ_BEFORE_READY
+            SHAPE,
+            _config("sm90", "m128n128w8-pf"),
+            knobs=knobs_for(ExtendDefect.V_READ_BEFORE_READY),
         )
     with pytest.raises(ValueError, match="register-prefetch path: config m192n128w12-ws has none"):
         paged_extend(
             SHAPE,
             _config("sm90", "m192n128w12-ws"),
-            defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE,
+            knobs=knobs_for(ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE),
         )
 
 

@@ -9,8 +9,8 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
+from tilegate.gate.planted import PrefillDefect
 from tilegate.harness.hf_runner import HfRunner
-from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import compare
 from tilegate.testing.precompile import kind_builds
@@ -57,7 +57,7 @@ def fp32_runs(model_dir, prompt_ids):
 
 
 def _agreements(model_dir, prompt_ids, fp32_runs, dtype, attn):
-    from tilegate.serving.hf_attention import attention_function, register
+    from tilegate.harness.hf_attention import attention_function, register
 
     register()
     # the planted twin

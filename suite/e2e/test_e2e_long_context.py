@@ -29,8 +29,8 @@ from tilegate.fixtures.retrieval_layout import (
     span_start,
     straddling_span_at,
 )
+from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect
 from tilegate.harness.hf_runner import HfRunner
-from tilegate.kernels.defects import CombineDefect, ExtendDefect, PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
 from tilegate.testing.precompile import Build, kind_builds
@@ -44,7 +44,7 @@ MIN_MARGIN, CONFIDENT_SHARE, MIN_ACCURACY = 1.0, 0.9, 0.95
 # planted kernel bugs (PrefillDefect) the comparison must catch
 PLANTED = (PrefillDefect.SKIP_MIDDLE_BLOCK, PrefillDefect.WRONG_SCALE_10PCT)
 # ... and in SGLang's paged kernels, run under transformers as a one-request pool
-# (tilegate.serving.hf_attention.paged_attention_function): each prompt from just before its span
+# (tilegate.harness.hf_attention.paged_attention_function): each prompt from just before its span
 # (span_start - 8) is an extend over the cached rest, as after a prefix-cache hit, so that a row
 # that sees a key past its own reads the span before the prompt gets there; every generated token is
 # a decode
@@ -227,7 +227,7 @@ def test_fp32_model_is_confident_and_right(prompts, fp32_runs):
 
 
 def _register_kernels():
-    from tilegate.serving.hf_attention import attention_function, paged_attention_function, register
+    from tilegate.harness.hf_attention import attention_function, paged_attention_function, register
 
     register()
     for defect in PLANTED:

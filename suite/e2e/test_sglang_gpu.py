@@ -21,11 +21,11 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import sglang_gpu_plan as plan
 from tilegate.fixtures.long_context_llama import SPEC as LONG_SPEC
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
+from tilegate.gate.planted import CombineDefect, ExtendDefect
 from tilegate.harness.sglang.driver import EngineRun
 from tilegate.harness.sglang.observations import served
 from tilegate.harness.sglang.planted import KERNEL_BUGS
 from tilegate.harness.sglang.registration import kernel_planted_name
-from tilegate.kernels.defects import CombineDefect, ExtendDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import detect
 from tilegate.references.agreement import GreedyRun

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tilegate.gate.planted import CombineDefect, ExtendDefect, knobs_for
 from tilegate.harness.sglang import registration
 from tilegate.harness.sglang.instrumented import PlantedKernelOps
 from tilegate.harness.sglang.planted import KERNEL_BUGS
-from tilegate.kernels.defects import CombineDefect, ExtendDefect
+from tilegate.kernels.hooks import CombineKnobs, ExtendKnobs
 from tilegate.serving import paged, sglang_backend
 from tilegate.serving.batch_indices import BatchIndices
 
@@ -27,8 +28,8 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
     calls = []
 
     def recorder(kind):
-        def call(meta, q, k_pool, v_pool, scale=None, cfg=None, defect=None):
-            calls.append((kind, scale, defect, meta.seq_lens.tolist()))
+        def call(meta, q, k_pool, v_pool, scale=None, cfg=None, knobs=None):
+            calls.append((kind, scale, knobs, meta.seq_lens.tolist()))
 
         return call
 
@@ -43,12 +44,14 @@ def test_each_planted_bug_changes_one_thing(bug, monkeypatch):
     ops.decode(meta, None, None, None, 0.5)
     (e_scale, e_defect, _), (d_scale, d_defect, shift) = EXPECTED[bug]
     assert calls == [
-        ("extend", 0.5 * e_scale, e_defect, [5, 9]),
-        ("decode", 0.5 * d_scale, d_defect, [5 - shift, 9 - shift]),
+        ("extend", 0.5 * e_scale, knobs_for(e_defect), [5, 9]),
+        ("decode", 0.5 * d_scale, knobs_for(d_defect), [5 - shift, 9 - shift]),
     ]
-    # the kernels get members of their own enumerations, not names (kernels/defects.py)
-    defects = [defect for _, _, defect, _ in calls if defect is not None]
-    assert all(type(d) in (ExtendDefect, CombineDefect) for d in defects)
+    # each kernel gets its own family's knobs (kernels/hooks.py), healthy where nothing is planted
+    assert [type(c[2]) for c in calls] == [
+        ExtendKnobs if e_defect else type(None),
+        CombineKnobs if d_defect else type(None),
+    ]
 
 
 def test_every_kernel_bug_is_planted_under_its_own_backend_name():

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("dense-example-planted")]
 @pytest.fixture(scope="module")
 def planted():
     with pytest.MonkeyPatch.context() as mp:  # importable as the checkout's pytest finds it
-        from tilegate.paths import REPO_ROOT
+        from tilegate.gate.paths import REPO_ROOT
 
         mp.syspath_prepend(str(REPO_ROOT / "suite" / "dense_kernel"))
         from dense_example.adapter import KERNELS, TAIL_MASK_BUG

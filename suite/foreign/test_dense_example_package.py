@@ -14,7 +14,7 @@ from kernel_package import install_in_fresh_venv, plain_pytest
 
 from tilegate.artifacts.records import FAILED, PASSED, SKIPPED
 from tilegate.foreign.case import ForeignCase
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "suite" / "dense_kernel"
 NO_GPU = "no GPU: this check runs kernels or compiles for the local GPU"

@@ -17,7 +17,7 @@ import pytest
 from kernel_package import install_in_fresh_venv, outside_env, plain_pytest
 
 from tilegate.artifacts.records import FAILED, PASSED, SKIPPED, run_folder
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "suite" / "external_kernel"
 

@@ -30,8 +30,8 @@ from tilegate.foreign.verdicts import (
     lowering_finding,
     over_budget,
 )
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.isa_checks import Violation
-from tilegate.paths import REPO_ROOT
 
 CAPS = Capabilities(
     dtypes=("bfloat16",), head_dims=(128,), masks=("full",), compile_time=("heads",)

@@ -8,7 +8,7 @@ import pytest
 from tilegate.foreign import ForeignKernelError
 from tilegate.foreign.case import ForeignCase, load_module
 from tilegate.foreign.discover import discover
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 KERNEL_SOURCE = REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py"
 HEAD = """from tilegate.foreign import (

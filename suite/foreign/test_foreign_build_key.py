@@ -24,7 +24,7 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.case import ForeignCase
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 KERNEL = REPO_ROOT / "suite" / "external_kernel" / "example_kernel" / "kernels.py"
 # The edit: a key block four times as tall. LDS goes from 32768 B to 81920 B, over gfx942's 64 KiB;
@@ -120,8 +120,8 @@ def test_the_working_copy_that_shadows_the_install_is_what_is_built(
     # Symptom: a kernel edit that raised its LDS stayed green with the old figure until the package
     # was reinstalled: the key hashed the installed copy, pytest imported the working copy. Fix: the
     # key hashes each module's file as this process imports it (Provenance.source_file).
-    from tilegate.builder import KernelBuilder
     from tilegate.foreign.verdicts import estimate_off, over_budget
+    from tilegate.gate.builder import KernelBuilder
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     dist = module_name.replace("_", "-")
@@ -155,8 +155,8 @@ def test_a_module_edited_after_its_import_is_not_built_in_that_process(
     # before (and TileLang reparsed its prim_func from the edited file): an edit during a session
     # wrote that mix under the new source's key, and the next run read it. Fix: a loaded module's
     # file must still hold what was imported, else SourceChanged; the next process builds the edit.
-    from tilegate.builder import KernelBuilder
     from tilegate.foreign.provenance import SourceChanged
+    from tilegate.gate.builder import KernelBuilder
 
     source = tmp_path / f"{module_name}.py"
     source.write_text(KERNEL.read_text())

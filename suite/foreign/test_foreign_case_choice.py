@@ -12,7 +12,7 @@ import pytest
 from tilegate.foreign import dense, gpu, paged, tiers
 from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.child import main as child_main
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 TYPO = "full-mha16-d128-fp16-s129-randon"  # full-mha16-d128-fp16-s129-random, mistyped
 

@@ -22,7 +22,7 @@ from tilegate.fixtures.shapes import (
 from tilegate.foreign import Finding, ForeignKernelError, dense, gpu, params
 from tilegate.foreign.child import child_cases
 from tilegate.foreign.verdicts import KnownFinding, judge_case
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.references.attention import ref_attention
 from tilegate.references.metrics import judge
 

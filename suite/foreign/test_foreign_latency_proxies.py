@@ -22,8 +22,8 @@ from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.tiers import _build_param
 from tilegate.foreign.tiers import test_foreign_isa as isa_tier
 from tilegate.foreign.verdicts import KnownFinding
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.isa_checks import OWN_MAX_BARRIERS, OWN_MIN_LOAD_OVERLAP
-from tilegate.paths import REPO_ROOT
 
 pytestmark = pytest.mark.isa
 

@@ -20,7 +20,7 @@ from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.tiers import test_foreign_compile as compile_tier
 from tilegate.foreign.tiers import test_foreign_isa as isa_tier
 from tilegate.foreign.verdicts import KnownFinding
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 pytestmark = pytest.mark.compile
 

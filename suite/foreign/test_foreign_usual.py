@@ -9,8 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from tilegate import lowering
-from tilegate import tilelang_versions as tv
 from tilegate.foreign import (
     Capabilities,
     Config,
@@ -22,7 +20,9 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.case import ForeignCase, load_module
-from tilegate.paths import REPO_ROOT
+from tilegate.gate import lowering
+from tilegate.gate import tilelang_versions as tv
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing import skips
 
 pytestmark = pytest.mark.compile

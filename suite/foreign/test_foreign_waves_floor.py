@@ -18,8 +18,8 @@ from tilegate.foreign import (
 from tilegate.foreign.case import ForeignCase
 from tilegate.foreign.tiers import test_foreign_isa as isa_tier
 from tilegate.foreign.verdicts import KnownFinding
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.isa_checks import MIN_WAVES_PER_SIMD
-from tilegate.paths import REPO_ROOT
 
 pytestmark = pytest.mark.isa
 

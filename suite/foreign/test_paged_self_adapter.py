@@ -14,8 +14,8 @@ import pytest
 
 from tilegate.artifacts.records import FAILED, PASSED, SKIPPED, read_junit
 from tilegate.foreign.case import ForeignCase
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, TARGETS, default_config
-from tilegate.paths import REPO_ROOT
 
 NO_GPU = "no GPU: this check runs kernels or compiles for the local GPU"
 

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from tilegate.gate.planted import PrefillDefect, knobs_for
+from tilegate.gate.registry import planted_pass_configs
 from tilegate.gfx942.asan import ASAN_TARGET_ID, AsanReading, read_asan
 from tilegate.gfx942.code_object import build_code_object
 from tilegate.gfx942.toolchain import find_toolchain
 from tilegate.harness.sanitize import child as sanitize_child
 from tilegate.harness.sanitize.asan_build import HIP_COMPILE
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for
-from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.problem import AttentionShape
-from tilegate.kernels.registry import planted_pass_configs
 
 PLANTED = PrefillDefect.READ_PAST_SEQ_K
 # the child's --one launch on an MI300X: causal, head_dim 128, gfx942's first config
@@ -58,13 +58,14 @@ def planted_asan_build(tmp_path_factory, request) -> tuple[str, Path]:
     tilegate.runtime.compiled compiles it on the runner: (its HIP source, the code object)."""
     import tilelang
 
-    from tilegate import lowering, runtime
+    from tilegate import runtime
+    from tilegate.gate import lowering
 
     cache = Path(request.config.getoption("--tilegate-cache"))
     with sanitize_child.builds(asan=True, cache=cache), _handed_to_tilelang() as got:
         planted = planted_pass_configs(flash_fwd, PLANTED)
         tilelang.compile(
-            flash_fwd(SHAPE, CONFIG, defect=PLANTED),
+            flash_fwd(SHAPE, CONFIG, knobs=knobs_for(PLANTED)),
             out_idx=None,
             target=lowering.tilelang_target("gfx942"),
             pass_configs={**runtime.process_pass_configs, **planted},

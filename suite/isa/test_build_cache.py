@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tilegate import lowering
-from tilegate.builder import KernelBuilder
 from tilegate.fixtures.compile_cases import cases
+from tilegate.gate import lowering
+from tilegate.gate.builder import KernelBuilder
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942 import code_object as codeobj
 from tilegate.gfx942.code_object import (
     MANIFEST,
@@ -26,7 +27,6 @@ from tilegate.gfx942.code_object import (
     entry_problem,
 )
 from tilegate.gfx942.toolchain import GFX942_TARGET_ID, find_toolchain
-from tilegate.paths import REPO_ROOT
 
 # A kernel that needs no HIP header, built by light_toolchain(): the cache's behaviour does not
 # depend on what a source includes, and this builds in 0.2 s where a HIP source takes 2 s.
@@ -128,7 +128,7 @@ def test_damaged_lowered_entry_is_relowered(built, tmp_path, monkeypatch, damage
         assert entry["source"] != before.source
         path.write_text(json.dumps(entry))
     real, calls = lowering.lower, []
-    monkeypatch.setattr("tilegate.lowering.lower", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr("tilegate.gate.lowering.lower", lambda *a: calls.append(a) or real(*a))
     with pytest.warns(
         CacheEntryDiscarded,
         match="unreadable" if damage == "truncated" else "does not match its sha256",
@@ -141,7 +141,7 @@ def test_damaged_lowered_entry_is_relowered(built, tmp_path, monkeypatch, damage
         _names_folded(before.source),
     )
     monkeypatch.setattr(
-        "tilegate.lowering.lower", lambda *a: pytest.fail("the rewritten entry was not reused")
+        "tilegate.gate.lowering.lower", lambda *a: pytest.fail("the rewritten entry was not reused")
     )
     assert KernelBuilder(cache).lowered(case) == again
 

@@ -10,6 +10,7 @@ from tilegate.artifacts.records import IsaRecord
 from tilegate.artifacts.render import to_json
 from tilegate.artifacts.writer import write_isa_artifacts
 from tilegate.fixtures.compile_cases import cases, fp16_accum_cases
+from tilegate.gate.registry import KERNELS
 from tilegate.gfx942.golden import (
     REFERENCE_TOOLCHAIN,
     TOOLCHAIN_INDEPENDENT,
@@ -19,7 +20,6 @@ from tilegate.gfx942.golden import (
     updated_snapshot,
 )
 from tilegate.gfx942.isa_checks import check_all, check_speed_proxies, describe, rules_broken
-from tilegate.kernels.registry import KERNELS
 
 GFX942_CASES = cases("gfx942")
 ACC16_CASES = fp16_accum_cases("gfx942")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing.actions_js import INSTALL, PINNED
 
 pytestmark = pytest.mark.actions_js  # skips, naming the install, where node or a folder is absent

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
 

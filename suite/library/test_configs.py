@@ -108,16 +108,19 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
         {"tl.disable_safe_memory_legalize": True},
         {"tl.enable_fast_math": False},
     ]
-    # a planted defect named in the factory's options brings its kernel's pass configs
-    # (kernels/registry.py)
-    from tilegate.kernels.defects import ExtendDefect, PrefillDefect
+    # a planted defect's knobs bring the pass configs their build needs (kernels/hooks.py)
+    from tilegate.gate.planted import ExtendDefect, PrefillDefect, knobs_for
     from tilegate.kernels.flash_fwd import flash_fwd
     from tilegate.kernels.paged_extend import paged_extend
 
     seen.clear()
-    runtime.compiled(paged_extend, D128, None, defect=ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE)
-    runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.RACE)
-    runtime.compiled(flash_fwd, D128, None, defect=PrefillDefect.WRONG_SCALE)
+    for defect in (
+        ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE,
+        PrefillDefect.RACE,
+        PrefillDefect.WRONG_SCALE,
+    ):
+        factory = paged_extend if isinstance(defect, ExtendDefect) else flash_fwd
+        runtime.compiled(factory, D128, None, knobs=knobs_for(defect))
     assert seen == [
         {"tl.enable_fast_math": True, "tl.disable_thread_storage_sync": True},
         {
@@ -127,14 +130,9 @@ def test_cuda_builds_get_fast_math_and_a_defect_keeps_its_own_pass_configs(monke
         },
         {"tl.enable_fast_math": True},
     ]
-    # its build could lack what plants the defect
-    with pytest.raises(ValueError, match="not in KERNELS"):
-        runtime.compiled(
-            lambda shape, cfg, defect=None: None, D128, None, defect=PrefillDefect.RACE
-        )
-    # a bare name is refused before any pass configs are looked up: it says which member to pass
+    # a bare name is refused where the gate turns a defect into knobs: it says which member to pass
     with pytest.raises(TypeError, match="PrefillDefect.RACE"):
-        runtime.compiled(flash_fwd, D128, None, defect="race")
+        knobs_for("race", PrefillDefect, "flash_fwd")
 
 
 def test_fp16_accum_variant_keeps_the_tile():

@@ -70,10 +70,10 @@ def test_a_launch_with_another_split_count_is_refused_before_it_runs(splits):
 
 
 def test_a_combine_defect_is_refused_where_one_split_skips_the_combine():
-    from tilegate.kernels.defects import CombineDefect
+    from tilegate.gate.planted import CombineDefect, knobs_for
     from tilegate.serving.paged import decode_batch
 
     meta, b = _cpu_batch()
     defect = next(iter(CombineDefect))
     with pytest.raises(ValueError, match="which one split skips"):
-        decode_batch(meta, b.q, b.k_pool, b.v_pool, cfg=N64, splits=1, defect=defect)
+        decode_batch(meta, b.q, b.k_pool, b.v_pool, cfg=N64, splits=1, knobs=knobs_for(defect))

@@ -1,19 +1,24 @@
-"""The package's layers import one way.
+"""The package's layers import one way, and the runtime imports nothing of the gate.
 
 Layers, lowest first; each may import only the ones its row names (and itself):
-  base          tilegate.paths                                 -
   kernels       tilegate.kernels (kernels/)                    -
+  runtime       tilegate, tilegate.platform, tilegate.runtime  kernels
+  serving       tilegate.serving                               kernels, runtime
+  base          tilegate.gate.paths                            -
   references    tilegate.references (references/)             -
-  library       tilegate.* not in another layer                base, kernels, references
-  serving       tilegate.serving                               base, kernels, references, library
-  fixtures      tilegate.fixtures (fixtures/)                  base, kernels, references
+  library       tilegate.* not in another layer (gate, gfx942, artifacts)
+                                                               base, kernels, references, runtime
+  fixtures      tilegate.fixtures (fixtures/)                  base, kernels, references, runtime,
+                                                               library
   harness       tilegate.harness.* modules (shared by tiers)   every layer above
   harness.TIER  tilegate.harness.TIER (perf, counters, ...)    every layer above: no other tier
   foreign       tilegate.foreign (foreign kernels' tiers)      every layer above but the tiers, and
   harness.sanitize
   testing       tilegate.testing (the pytest plugin)           every layer
-Imports inside functions count too, and no modules import each other in a cycle, whatever their
-layers. Test modules share helpers through suite/suite_helpers.py only.
+The first three are the runtime distribution (RUNTIME_LAYERS; suite/library/test_packaging.py
+checks that its wheel holds exactly them). Imports inside functions count too, and no modules
+import each other in a cycle, whatever their layers. Test modules share helpers through
+suite/suite_helpers.py only.
 """
 
 from __future__ import annotations
@@ -23,21 +28,25 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 FOLDERS = {
     "kernels": "tilegate.kernels",
     "references": "tilegate.references",
     "fixtures": "tilegate.fixtures",
 }
+# what an SGLang deployment installs: nothing in these imports a layer outside them
+RUNTIME_LAYERS = ("kernels", "runtime", "serving")
+RUNTIME_MODULES = ("tilegate", "tilegate.platform", "tilegate.runtime")
 ALLOWED = {
-    "base": set(),
     "kernels": set(),
+    "runtime": {"kernels"},
+    "serving": {"kernels", "runtime"},
+    "base": set(),
     "references": set(),
-    "library": {"base", "kernels", "references"},
-    "serving": {"base", "kernels", "references", "library"},
-    "fixtures": {"base", "kernels", "references"},
-    "harness": {"base", "kernels", "references", "library", "serving", "fixtures"},
+    "library": {"base", "kernels", "references", "runtime"},
+    "fixtures": {"base", "kernels", "references", "runtime", "library"},
+    "harness": {"base", "kernels", "references", "runtime", "library", "serving", "fixtures"},
 }
 # tilegate/harness/<tier>/: a driver, a child, their protocol
 TIERS = ("perf", "counters", "sanitize", "sglang")
@@ -52,8 +61,10 @@ ALLOWED["testing"] = set(ALLOWED) | {f"harness.{t}" for t in TIERS}
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    if module == "tilegate.paths":
+    if module == "tilegate.gate.paths":
         return "base"
+    if module in RUNTIME_MODULES:
+        return "runtime"
     if len(parts) > 3 and parts[1] == "harness":
         return f"harness.{parts[2]}"
     if len(parts) > 1 and parts[1] in (
@@ -102,7 +113,7 @@ def test_every_module_is_placed_in_a_layer():
         "tilegate.harness.sglang.child",
         "tilegate.references.attention",
         "tilegate.fixtures.shapes",
-        "tilegate.builder",
+        "tilegate.gate.builder",
         "tilegate.testing.pytest_plugin",
     } <= set(modules)
     assert {layer_of(m) for m in modules} == set(ALLOWED), (
@@ -121,19 +132,44 @@ def test_every_tier_package_is_a_layer():
     )
 
 
-@pytest.mark.parametrize("module", sorted(gate_modules()))
-def test_imports_follow_the_layers(module):
+def bad_imports(module: str, path: Path) -> list[str]:
+    """The imports of ``module`` (its source at ``path``) that its layer may not make."""
     mine = layer_of(module)
-    bad = sorted(
+    return sorted(
         f"{name} ({layer_of(name)})"
-        for name in tilegate_imports(gate_modules()[module])
+        for name in tilegate_imports(path)
         if layer_of(name) != mine
         and layer_of(name) not in ALLOWED[mine]
         and not (mine == "foreign" and name == SKIPS)
     )
+
+
+@pytest.mark.parametrize("module", sorted(gate_modules()))
+def test_imports_follow_the_layers(module):
+    mine = layer_of(module)
+    bad = bad_imports(module, gate_modules()[module])
     assert not bad, (
         f"{module} ({mine}) may import only {sorted(ALLOWED[mine]) or 'its own layer'}, not: {bad}"
     )
+
+
+def test_a_runtime_module_that_grows_an_import_of_gate_code_is_refused(tmp_path):
+    """The attack: a production launcher that reaches for the gate's planted defects (or its
+    references, or the pytest plugin), even inside a function, would ship the gate to every
+    deployment."""
+    planted = tmp_path / "paged.py"
+    planted.write_text(
+        "def extend(defect):\n"
+        "    from tilegate.gate.planted import knobs_for\n"
+        "    import tilegate.references.attention\n"
+        "    from tilegate.testing import skips\n"
+    )
+    assert bad_imports("tilegate.serving.paged", planted) == [
+        "tilegate.gate.planted (library)",
+        "tilegate.references.attention (references)",
+        "tilegate.testing (testing)",
+    ]
+    assert all(not (ALLOWED[r] - set(RUNTIME_LAYERS)) for r in RUNTIME_LAYERS)
 
 
 def test_no_test_module_imports_another():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 TOP_LEVEL_FOLDERS = ("kernels", "references", "fixtures", "suite")
 

@@ -6,7 +6,7 @@ import sys
 
 from isolated_pytest import PYTEST_WITHOUT_INI, environment_of_a_first_run
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing import skips
 
 PATH_OPTIONS = ("--artifacts", "--tilegate-cache", "--llama3-path")

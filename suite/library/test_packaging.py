@@ -9,6 +9,7 @@ import their backends only when SGLang builds one.
 
 from __future__ import annotations
 
+import ast
 import email
 import json
 import subprocess
@@ -20,8 +21,8 @@ import pytest
 from kernel_package import gate_build_lock
 from packaging.requirements import Requirement
 
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.harness.sglang import protocol as proto
-from tilegate.paths import REPO_ROOT
 
 HEAVY = ("torch", "tilelang", "tvm", "numpy", "transformers")
 # The two SGLang modules the production plugin's register() calls into, as one-line stand-ins: the
@@ -95,21 +96,58 @@ def _metadata(wheel: Path) -> email.message.Message:
     return email.message_from_bytes(zf.read(meta))
 
 
-def test_the_runtime_wheel_holds_no_test_code(wheels):
-    names = _names(wheels["runtime"])
+def _module_name(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def _imported(source: bytes, package: str) -> set[str]:
+    """Every module ``source`` imports, at any depth of the file (a function's own imports too),
+    relative imports resolved against ``package``."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names |= {module} | {f"{module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_runtime_wheel_is_what_serving_reaches_and_nothing_else(wheels):
+    """Every module of the runtime wheel is reached from its SGLang entry point (imports inside
+    functions included: the backend is imported when SGLang builds it), and nothing the gate
+    alone uses ships in it: no references, builds, ISA rules, records or planted defects."""
+    zf = zipfile.ZipFile(wheels["runtime"])
+    modules = {_module_name(n): n for n in zf.namelist() if n.endswith(".py")}
+    entry = zf.read(next(n for n in zf.namelist() if n.endswith("entry_points.txt"))).decode()
+    starts = [
+        line.split("=")[1].split(":")[0].strip() for line in entry.splitlines() if "=" in line
+    ]
+    assert starts == ["tilegate.serving.sglang_plugin"], entry
+    reached, todo = set(), list(starts)
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        is_package = modules[name].endswith("__init__.py")
+        package = name if is_package else name.rpartition(".")[0]
+        found = _imported(zf.read(modules[name]), package)
+        todo += [m for m in (*parents, *found) if m in modules]
     assert {
-        "tilegate/serving/sglang_plugin.py",
-        "tilegate/serving/sglang_backend.py",
-        "tilegate/kernels/flash_fwd.py",
-        "tilegate/references/paged.py",
-        "tilegate/builder.py",
-    } <= names
-    test_code = sorted(
-        n
-        for n in names
-        if n.startswith(("tilegate/harness/", "tilegate/testing/", "tilegate/fixtures/"))
-    )
-    assert not test_code, f"test code in the runtime wheel: {test_code[:10]}"
+        "tilegate.serving.sglang_backend",
+        "tilegate.serving.paged",
+        "tilegate.kernels.flash_fwd",
+        "tilegate.kernels.paged_decode",
+        "tilegate.kernels.hooks",
+        "tilegate.runtime",
+        "tilegate.platform",
+    } <= reached
+    assert sorted(set(modules) - reached) == [], "shipped, never reached from the entry point"
+    gate = [m for m in modules if m.split(".")[1:2] in (["references"], ["gate"], ["gfx942"])]
+    assert not gate and not any("defect" in m or "planted" in m for m in modules), gate
 
 
 def test_the_testing_wheel_is_the_gate_and_only_the_gate(wheels):
@@ -119,6 +157,13 @@ def test_the_testing_wheel_is_the_gate_and_only_the_gate(wheels):
         "tilegate/harness/sglang/child.py",
         "tilegate/harness/baseline.py",
         "tilegate/fixtures/tiny_llama_train.py",
+    } <= names
+    assert {
+        "tilegate/gate/planted.py",
+        "tilegate/gate/registry.py",
+        "tilegate/gfx942/isa_checks.py",
+        "tilegate/references/attention.py",
+        "tilegate/artifacts/render.py",
     } <= names
     assert not any(
         n.startswith(("tilegate/serving/", "tilegate/kernels/")) or n == "tilegate/__init__.py"

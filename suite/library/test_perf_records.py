@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from tilegate.artifacts.writer import PERF_DIR
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.harness.perf import driver as perf
-from tilegate.paths import REPO_ROOT
 
 
 def _doc(ratio: float, spread: float = 0.01) -> dict:

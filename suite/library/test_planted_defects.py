@@ -1,27 +1,27 @@
-"""Planted defects are typed (kernels/defects.py): each member plants something in its own
-kernel, a misspelling fails where it is written, and no kernel takes another family's defect or a
-bare name. Building the prim_func is enough here (a fraction of a second); lowering is the
-compile tier's."""
+"""Planted defects are typed (tilegate/gate/planted.py): each member plants something in its own
+kernel through that kernel's knobs (kernels/hooks.py), a misspelling fails where it is written, no
+kernel takes another family's knobs, and the gate turns no bare name into knobs. Building the
+prim_func is enough here (a fraction of a second); lowering is the compile tier's."""
 
 import functools
 import json
 
 import pytest
 
-from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
-from tilegate.kernels.defects import (
+from tilegate.gate.planted import (
     PREFETCH_DEFECTS,
-    PREFILL_PASS_CONFIGS,
     WARPGROUP_DEFECTS,
     CombineDefect,
     ExtendDefect,
     PrefillDefect,
+    knobs_for,
 )
+from tilegate.gate.registry import KERNELS, planted_pass_configs
+from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine
 from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
-from tilegate.kernels.registry import KERNELS, planted_pass_configs
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
 FAMILIES = {
@@ -55,14 +55,18 @@ def _healthy(factory, cfg) -> str:
 @pytest.mark.parametrize("factory, defect", EACH_DEFECT)
 def test_every_defect_plants_something_in_its_own_kernel(factory, defect):
     cfg = _config(factory, defect)
-    assert factory(SHAPE, cfg, defect=defect).script() != _healthy(factory, cfg)
+    knobs = knobs_for(defect, FAMILIES[factory], factory.__name__)
+    assert not knobs.healthy
+    assert factory(SHAPE, cfg, knobs=knobs).script() != _healthy(factory, cfg)
 
 
 @pytest.mark.parametrize("factory", FAMILIES)
 def test_a_healthy_call_is_the_plain_build(factory):
     cfg = _config(factory)
-    assert factory(SHAPE, cfg, defect=None).script() == _healthy(factory, cfg)
-    assert planted_pass_configs(factory, None) == {}
+    healthy = type(knobs_for(next(iter(FAMILIES[factory]))))()
+    assert factory(SHAPE, cfg, knobs=healthy).script() == _healthy(factory, cfg)
+    assert factory(SHAPE, cfg, knobs=None).script() == _healthy(factory, cfg)
+    assert planted_pass_configs(factory, None) == {} and healthy.pass_configs() == {}
 
 
 def test_a_misspelling_fails_where_it_is_written():
@@ -73,13 +77,19 @@ def test_a_misspelling_fails_where_it_is_written():
 
 
 def test_a_kernel_refuses_another_family_and_bare_names():
+    extend_knobs = knobs_for(ExtendDefect.PREFIX_OFF_BY_ONE)
+    with pytest.raises(TypeError, match="flash_fwd takes PrefillKnobs, not ExtendKnobs"):
+        flash_fwd(SHAPE, _config(flash_fwd), knobs=extend_knobs)
+    with pytest.raises(TypeError, match="paged_decode_combine takes CombineKnobs"):
+        paged_decode_combine(SHAPE, _config(paged_decode_combine), knobs=PrefillDefect.RACE)
+    with pytest.raises(TypeError, match="paged_extend takes ExtendKnobs"):
+        paged_extend(SHAPE, _config(paged_extend), knobs="prefix_off_by_one")
+    # the gate's conversion names the member to pass, and refuses another family's
     other = "flash_fwd plants PrefillDefects, not the ExtendDefect 'prefix_off_by_one'"
     with pytest.raises(TypeError, match=other):
-        flash_fwd(SHAPE, _config(flash_fwd), defect=ExtendDefect.PREFIX_OFF_BY_ONE)
-    with pytest.raises(TypeError, match="plants CombineDefects, not the PrefillDefect 'race'"):
-        paged_decode_combine(SHAPE, _config(paged_decode_combine), defect=PrefillDefect.RACE)
+        knobs_for(ExtendDefect.PREFIX_OFF_BY_ONE, PrefillDefect, "flash_fwd")
     with pytest.raises(TypeError, match="pass ExtendDefect.PREFIX_OFF_BY_ONE"):
-        paged_extend(SHAPE, _config(paged_extend), defect="prefix_off_by_one")
+        knobs_for("prefix_off_by_one", ExtendDefect, "paged_extend")
     # nor is a build given another kernel's pass configs
     with pytest.raises(TypeError, match="not the CombineDefect"):
         planted_pass_configs(flash_fwd, CombineDefect.DROP_SMALLEST_SPLIT)
@@ -89,7 +99,10 @@ def test_a_defect_reads_as_the_name_builds_and_caches_are_keyed_on():
     race = PrefillDefect.RACE
     assert [race.value, str(race), f"{race}", json.loads(json.dumps(race))] == ["race"] * 4
     assert race == "race" and hash(race) == hash("race")
-    assert planted_pass_configs(flash_fwd, race) == PREFILL_PASS_CONFIGS[race]
+    assert planted_pass_configs(flash_fwd, race) == {
+        "tl.disable_thread_storage_sync": True,
+        "tl.disable_tma_lower": True,
+    }
     assert {name: spec.defects for name, spec in KERNELS.items()} == {
         "flash_fwd": PrefillDefect,
         "paged_extend": ExtendDefect,

@@ -7,6 +7,7 @@ from suite_helpers import with_configs
 
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
+from tilegate.gate.planted import CombineDefect, PrefillDefect, knobs_for
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
     DECODE_TABLES,
@@ -14,7 +15,6 @@ from tilegate.kernels.configs import (
     TileConfig,
     default_config,
 )
-from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.testing.precompile import (
     DEFAULT,
@@ -33,10 +33,17 @@ def test_a_decode_call_launches_the_split_and_the_combine_step():
     assert names == ["paged_decode_split", "paged_decode_combine"]
 
 
-def test_a_defect_is_an_option_and_no_defect_is_the_plain_build():
+def test_a_defect_is_its_knobs_and_no_defect_is_the_plain_build():
     assert kind_builds("flash_fwd", SHAPE, defect=None) == kind_builds("flash_fwd", SHAPE)
     options = kind_builds("flash_fwd", SHAPE, defect=PrefillDefect.WRONG_SCALE)[0].options
-    assert options == (("defect", PrefillDefect.WRONG_SCALE),)
+    assert options == (("knobs", knobs_for(PrefillDefect.WRONG_SCALE)),)
+    # a decode call plants a combine defect in its combine step only
+    split, combine = kind_builds("decode", SHAPE, defect=CombineDefect.DROP_SMALLEST_SPLIT)
+    assert split.options == () and combine.options == (
+        ("knobs", knobs_for(CombineDefect.DROP_SMALLEST_SPLIT)),
+    )
+    with pytest.raises(TypeError, match="no kernel of decode plants"):
+        kind_builds("decode", SHAPE, defect=PrefillDefect.RACE)
 
 
 @pytest.mark.parametrize("target", ["gfx942", "sm90"])

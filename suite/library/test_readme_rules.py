@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 SKIPS = REPO_ROOT / "tilegate" / "testing" / "skips.py"
 SKIPPING = {("pytest", "skip"), ("pytest", "importorskip"), ("mark", "skip"), ("mark", "skipif")}

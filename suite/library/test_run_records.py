@@ -11,7 +11,7 @@ from pathlib import Path
 from isolated_pytest import PYTEST_WITHOUT_INI, environment_of_a_first_run
 
 from tilegate.artifacts.records import LATEST, RUNS, latest_run, run_folder
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing.run_records import PARENT_ENV
 
 TESTS = """

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing.container import TEST_IMAGE
 from tilegate.testing.git_plumbing import git
 from tilegate.testing.workflow_log import forged, step_commands

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.testing.git_plumbing import git
 from tilegate.testing.workflow_log import Command, forged, lines, step_commands
 

@@ -25,7 +25,7 @@ from tilegate.artifacts.records import (
     load,
 )
 from tilegate.artifacts.writer import write
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 SUMMARY = REPO_ROOT / "scripts" / "step_summary.py"
 TESTS = """

@@ -74,9 +74,10 @@ def test_lowered_cache_reuses_disk_entries(fresh_builder, monkeypatch):
     case = cases("gfx942")[0]
     first = fresh_builder.lowered(case)
     monkeypatch.setattr(
-        "tilegate.lowering.lower", lambda *a: pytest.fail("lowered again despite the disk cache")
+        "tilegate.gate.lowering.lower",
+        lambda *a: pytest.fail("lowered again despite the disk cache"),
     )
-    from tilegate.builder import KernelBuilder
+    from tilegate.gate.builder import KernelBuilder
 
     again = KernelBuilder(fresh_builder.cache_dir).lowered(case)
     assert again == first

@@ -12,8 +12,8 @@ import pytest
 from planted_hang_tests import HANG_DEADLINE_S
 from planted_hang_tests import SHAPE as HANG_SHAPE
 
-from tilegate.kernels.defects import PrefillDefect
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
+from tilegate.gate.planted import PrefillDefect
 from tilegate.testing.precompile import kind_builds
 from tilegate.testing.watchdog import EXIT_CODE
 
@@ -147,7 +147,7 @@ def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
         f"still running after {HANG_DEADLINE_S} s (last kernel launched: flash_fwd "
         "causal-mha8-d64-fp16"
         in out
-        and "defect=hang" in out
+        and "knobs=PrefillKnobs(hang=True)" in out
     ), out[-3000:]
     assert "crashed while running 'suite/planted_hang_tests.py::test_planted_hang" in out, out[
         -3000:

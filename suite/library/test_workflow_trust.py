@@ -19,7 +19,7 @@ import re
 import pytest
 import yaml
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 EVENTS = sorted((REPO_ROOT / "suite" / "workflow_events").glob("*.json"))

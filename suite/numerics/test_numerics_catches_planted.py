@@ -6,8 +6,8 @@ from suite_helpers import DEVICE, local_default_config
 
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
+from tilegate.gate.planted import PrefillDefect, knobs_for
 from tilegate.kernels.configs import configs_for
-from tilegate.kernels.defects import PrefillDefect
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import SHIPPING_TARGET
 from tilegate.references.attention import ref_attention, ref_attention_lowp
@@ -52,7 +52,7 @@ def _tier_failures(defect=None, cfg=None) -> list[str]:
         base = ref_attention_lowp(q, k, v, causal=case.shape.causal)
         out = torch.full_like(q, float("nan"))  # an element the kernel leaves unwritten stays NaN
         verdict = judge(
-            flash_attention(case.shape, tile, q, k, v, out=out, defect=defect), ref, base
+            flash_attention(case.shape, tile, q, k, v, out=out, knobs=knobs_for(defect)), ref, base
         )
         if not verdict.passed:
             failures.append(f"{case.name}: {verdict.explain()}")

@@ -19,10 +19,10 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.paged import Inputs, Launchers
+from tilegate.gate.paths import REPO_ROOT
+from tilegate.gate.planted import ExtendDefect, knobs_for
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, PRODUCER_THREADS
-from tilegate.kernels.defects import ExtendDefect
 from tilegate.kernels.problem import AttentionShape
-from tilegate.paths import REPO_ROOT
 
 KERNELS_DIR = REPO_ROOT / "tilegate" / "kernels"  # the path an import of tilegate.kernels gives
 SHORT = {"float16": "fp16", "bfloat16": "bf16"}
@@ -74,7 +74,9 @@ def extend(module, x: Inputs, defect=None):
     meta = prepare_extend(
         x.req_to_token, x.req_pool_indices, x.seq_lens, x.extend_seq_lens, x.q.device
     )
-    return extend_batch(meta, x.q, x.k_buffer, x.v_buffer, x.sm_scale, defect=defect, out=x.out)
+    return extend_batch(
+        meta, x.q, x.k_buffer, x.v_buffer, x.sm_scale, knobs=knobs_for(defect), out=x.out
+    )
 
 
 def decode(module, x: Inputs):
@@ -101,7 +103,8 @@ def kernel(name, module, factory, tables, launchers, builds, **options) -> Forei
         ),
         isa=IsaExpectations(
             mfma_input=problems[0].dtype,
-            wide_global_loads=True,  # as the gate's own ISA tier holds them (kernels/registry.py)
+            # as the gate's own ISA tier holds them (tilegate/gate/registry.py)
+            wide_global_loads=True,
             min_waves_per_simd={p.head_dim: WAVES_FLOOR[p.head_dim] for p in problems},
         ),
         lds_estimate=lds,

@@ -20,11 +20,11 @@ from tilegate import runtime
 from tilegate.artifacts.records import PLANTED, StressRecord
 from tilegate.artifacts.writer import write
 from tilegate.fixtures import stress_cases as cases
+from tilegate.gate.planted import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
+from tilegate.gate.registry import KERNELS, KernelSpec
 from tilegate.harness.stress import CompetingCopies, StressPass, cuda_source_shows, repeat_bitwise
 from tilegate.harness.stress_workloads import workload
 from tilegate.kernels.configs import EXTEND_TABLES, TARGETS, asynchronous_paths, configs_for
-from tilegate.kernels.defects import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
-from tilegate.kernels.registry import KERNELS, KernelSpec
 from tilegate.platform import detect, local_target
 from tilegate.testing import skips
 from tilegate.testing.precompile import kind_builds

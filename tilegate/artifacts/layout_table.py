@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 # kernels/, references/ and fixtures/ are linked into tilegate/ (tilegate/__init__.py says why):
 # listed at their source, and not again through the links

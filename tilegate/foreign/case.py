@@ -1,5 +1,6 @@
-"""One build of a foreign kernel: a problem and a tile config for a target, as the builder takes it
-(tilegate.builder): a name, the threads it launches, a cache key, and the prim_func to lower."""
+"""One build of a foreign kernel: a problem and a tile config for a target, as the builder takes
+it (tilegate.gate.builder): a name, the threads it launches, a cache key, and the prim_func to
+lower."""
 
 from __future__ import annotations
 

@@ -230,7 +230,7 @@ class Finding:
             )
 
     def _here(self) -> bool:
-        from tilegate.tilelang_versions import RUNNING
+        from tilegate.gate.tilelang_versions import RUNNING
 
         if self.tilelang is not None and self.tilelang != RUNNING:
             return False

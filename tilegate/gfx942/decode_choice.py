@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.inner_loop import (
     counter_rewrite,
     counter_rewritten,
@@ -31,10 +32,9 @@ from tilegate.gfx942.inner_loop import (
 from tilegate.gfx942.isa_checks import MIN_WAVES_PER_SIMD
 from tilegate.kernels.configs import DECODE_TABLES, DecodeConfig
 from tilegate.kernels.problem import AttentionShape
-from tilegate.paths import REPO_ROOT
 
 if TYPE_CHECKING:
-    from tilegate.kernels.registry import KernelCase
+    from tilegate.gate.registry import KernelCase
 
 DOC = REPO_ROOT / "docs" / "isa.md"
 BLOCK = "decode-choice"  # <!-- decode-choice:begin --> ... <!-- decode-choice:end -->
@@ -138,7 +138,7 @@ class DecodeFigures:
 
 def cases(head_dim: int) -> list[tuple[KernelCase, bool]]:
     """(case, in the shipped table) for every decode config of ``head_dim`` and each candidate."""
-    from tilegate.kernels.registry import KernelCase  # imports TileLang: only where a test builds
+    from tilegate.gate.registry import KernelCase  # imports TileLang: only where a test builds
 
     shape = AttentionShape(32, 8, head_dim, True, DTYPE)
     shipped = DECODE_TABLES["gfx942"][head_dim]
@@ -149,7 +149,7 @@ def cases(head_dim: int) -> list[tuple[KernelCase, bool]]:
 
 
 def figures_of(builder, case: KernelCase, shipped: bool) -> DecodeFigures:
-    """The figures of one build (``builder``: tilegate.builder.KernelBuilder)."""
+    """The figures of one build (``builder``: tilegate.gate.builder.KernelBuilder)."""
     reading = builder.isa_reading(case)
     report = builder.code_object(case).inner_loop_mca.read_text()
     occ = reading.occupancy

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.isa_checks import Violation
-from tilegate.paths import REPO_ROOT
 
 GOLDEN_ROOT = REPO_ROOT / "suite" / "golden" / "gfx942"
 CHANGE_KEY = "change"  # in a snapshot: its last update's reason and each moved field's before/after

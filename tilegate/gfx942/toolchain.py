@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 # MI300X's runtime target id: sramecc on, xnack off. A bare "gfx942" means xnack "any",
 # which compiles as xnack on (more VGPRs, lower occupancy than the device gets).

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from tilegate.fixtures.stress_cases import StressCase, dense_inputs, paged_inputs
-from tilegate.kernels.defects import Defect
+from tilegate.gate.planted import CombineDefect, Defect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import Verdict, judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
@@ -42,7 +42,7 @@ def _prefill(case: StressCase, cfg, device: str, defect) -> StressWorkload:
 
     def launch() -> torch.Tensor:
         out.fill_(float("nan"))
-        return flash_attention(s, cfg, q, k, v, out=out, defect=defect)
+        return flash_attention(s, cfg, q, k, v, out=out, knobs=knobs_for(defect, PrefillDefect))
 
     return StressWorkload(
         launch,
@@ -64,10 +64,11 @@ def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
     )
     out = torch.empty_like(batch.q)
     step = decode_batch if decode else extend_batch
+    knobs = knobs_for(defect, CombineDefect if decode else ExtendDefect)
 
     def launch() -> torch.Tensor:
         out.fill_(float("nan"))
-        return step(meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg, defect=defect, out=out)
+        return step(meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg, knobs=knobs, out=out)
 
     def judge_out(o: torch.Tensor) -> Verdict:
         ref = ref_paged_decode(*args) if decode else ref_paged_extend(*args)

@@ -1,8 +1,8 @@
 """The compile + ISA tiers of this checkout under another TileLang's venv, in a subprocess.
 
-The child is plain pytest in that venv (tilegate.tilelang_versions names the venvs) selecting the
-tiers by their markers, ``-m "compile or isa"``, in the modules that hold them. Which modules those
-are, this environment's pytest says (it has every dependency the suite imports; the venv has
+The child is plain pytest in that venv (tilegate.gate.tilelang_versions names the venvs) selecting
+the tiers by their markers, ``-m "compile or isa"``, in the modules that hold them. Which modules
+those are, this environment's pytest says (it has every dependency the suite imports; the venv has
 TileLang, torch and pytest only, so a module that imports yaml, SGLang or transformers must not be
 collected there). The smoke scope keeps, of those tests, the ones of the smoke cases: this module
 is the child's plugin (``-p``) for that and for listing the modules. The child's JUnit XML comes
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tilegate.artifacts.records import ERROR, FAILED, PASSED, SKIPPED, Outcome, read_junit
-from tilegate.paths import REPO_ROOT
-from tilegate.tilelang_versions import venv_python
+from tilegate.gate.paths import REPO_ROOT
+from tilegate.gate.tilelang_versions import venv_python
 
 if TYPE_CHECKING:
-    from tilegate.kernels.registry import KernelCase
+    from tilegate.gate.registry import KernelCase
 
 TIERS = "compile or isa"  # the marker expression of the tiers
 # smoke (default): the smoke cases' tests (smoke_cases); full: every test of the tiers

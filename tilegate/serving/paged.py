@@ -21,12 +21,12 @@ from dataclasses import replace
 import torch
 
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES, default_config
-from tilegate.kernels.defects import CombineDefect, ExtendDefect
+from tilegate.kernels.dtypes import dtype_name
+from tilegate.kernels.hooks import CombineKnobs, ExtendKnobs
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend as paged_extend_factory
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
-from tilegate.references.dtypes import dtype_name
 from tilegate.runtime import launch
 from tilegate.serving.batch_indices import BatchIndices, prepare_decode, prepare_extend
 from tilegate.serving.decode_schedule import compute_units, decode_splits, is_power_of_two
@@ -86,11 +86,11 @@ def extend_batch(
     v_pool,
     scale=None,
     cfg=None,
-    defect: ExtendDefect | None = None,
+    knobs: ExtendKnobs | None = None,
     out=None,
 ):
     """Paged extend over a prepared batch: no value is read back to the host. ``out`` (q's shape)
-    may be given. ``defect`` plants an ExtendDefect (sensitivity tests only)."""
+    may be given. ``knobs`` change the kernel's hooks (the gate's planted defects only)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if meta.extend_lens is None:
         raise ValueError("extend_batch needs a batch from prepare_extend")
@@ -112,7 +112,7 @@ def extend_batch(
         meta.extend_starts,
         out,
         softmax_scale=scale,
-        defect=defect,
+        knobs=knobs,
     )
     return out
 
@@ -124,32 +124,33 @@ def decode_batch(
     v_pool,
     scale=None,
     cfg=None,
-    defect: CombineDefect | None = None,
+    knobs: CombineKnobs | None = None,
     out=None,
     splits: int | None = None,
 ):
     """Paged decode over a prepared batch: no value is read back to the host (CUDA-graph safe).
     ``out`` (q's shape) may be given. ``splits``: the launch's split count, a power of two in
     1..cfg.num_splits (default: tilegate.serving.decode_schedule's choice for the batch size).
-    ``defect`` plants a CombineDefect in the combine step (sensitivity tests only: the schedule
-    then takes two splits at least, and one given split is refused)."""
+    ``knobs`` change the combine step's hook (the gate's planted defects only: the schedule then
+    takes two splits at least, and one given split is refused)."""
     shape, q = _shape(q, k_pool, v_pool), _dense(q)
     if q.shape[0] != meta.batch:
         raise ValueError(f"q has {q.shape[0]} tokens for a decode batch of {meta.batch} requests")
     cfg = cfg or default_config(local_target(), shape.head_dim, DECODE_TABLES)
     out = _output(out, q)  # checked before the first launch
     batch, heads, dim = q.shape
+    planted = knobs is not None and not knobs.healthy
     if splits is None:
         splits = decode_splits(batch, shape.kv_heads, cfg, compute_units(q.device.index or 0))
-        if defect is not None:  # a planted combine defect needs the combine to run
+        if planted:  # a planted combine defect needs the combine to run
             splits = max(splits, 2)
     if not (1 <= splits <= cfg.num_splits and is_power_of_two(splits)):
         raise ValueError(
             f"splits {splits}: need a power of two in 1..{cfg.num_splits} "
             f"(decode config {cfg.name})"
         )
-    if defect is not None and splits == 1:
-        raise ValueError(f"the planted {defect} is in the combine, which one split skips")
+    if planted and splits == 1:
+        raise ValueError(f"the planted {knobs} is in the combine, which one split skips")
     o_part = torch.empty(batch, heads, splits, dim, dtype=torch.float32, device=q.device)
     lse = torch.empty(batch, heads, splits, dtype=torch.float32, device=q.device)
     launch(
@@ -170,7 +171,7 @@ def decode_batch(
     if splits > 1:  # the combine is built for the launch's split count
         launch(
             paged_decode_combine, shape, replace(cfg, num_splits=splits), o_part, lse, out,
-            defect=defect,
+            knobs=knobs,
         )  # fmt: skip
     return out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 PINNED = REPO_ROOT / "scripts" / "artifact-unpack"
 FOLDERS = (PINNED, PINNED / "v4.3.0", PINNED / "upload-v4.6.2")

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 TEST_IMAGE = "tilegate-test-image:1"
 

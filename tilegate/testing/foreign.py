@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 
 def add_options(parser: pytest.Parser) -> None:

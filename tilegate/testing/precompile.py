@@ -50,8 +50,8 @@ class Build:
 
     def resolved(self, target: str) -> list[Build]:
         """This build with a real config: one Build per config of ``target`` that it names."""
+        from tilegate.gate.registry import KERNELS
         from tilegate.kernels.configs import default_config
-        from tilegate.kernels.registry import KERNELS
 
         tables = KERNELS[self.kernel].config_tables
         if self.cfg == DEFAULT:
@@ -65,22 +65,35 @@ class Build:
     def compile(self) -> None:
         """Compile exactly as the runtime does when a test launches this kernel."""
         from tilegate import runtime
-        from tilegate.kernels.registry import KERNELS
+        from tilegate.gate.registry import KERNELS
 
         runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, **dict(self.options))
 
 
 def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
     """What one call of a kernel family launches: ``flash_fwd``, ``extend``, or ``decode`` (the
-    split-KV step, then the combine step)."""
+    split-KV step, then the combine step). ``defect`` is planted through its knobs
+    (tilegate/gate/planted.py), in the kernel of its own family."""
+    from tilegate.gate.planted import knobs_for
+    from tilegate.gate.registry import KERNELS
+
     names = {
         "flash_fwd": ("flash_fwd",),
         "extend": ("paged_extend",),
         "decode": ("paged_decode_split", "paged_decode_combine"),
     }[kind]
     # None: the factory's default
-    opts = tuple(sorted((k, v) for k, v in options.items() if v is not None))
-    return [Build(name, shape, cfg, opts) for name in names]
+    defect = options.pop("defect", None)
+    builds = []
+    for name in names:
+        # the defect's knobs go to the kernel of its family (decode: the combine step)
+        mine = defect is not None and isinstance(defect, KERNELS[name].defects or ())
+        opts = {**options, "knobs": knobs_for(defect) if mine else None}
+        pairs = tuple(sorted((k, v) for k, v in opts.items() if v is not None))
+        builds.append(Build(name, shape, cfg, pairs))
+    if defect is not None and all(dict(b.options).get("knobs") is None for b in builds):
+        raise TypeError(f"no kernel of {kind} plants {defect!r}")
+    return builds
 
 
 def _compile_one(build: Build) -> str | None:

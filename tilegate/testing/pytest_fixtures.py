@@ -62,7 +62,7 @@ def platform():
 @pytest.fixture(scope="session")
 def builder(request: pytest.FixtureRequest):
     """The session's compiled-kernel cache (one per xdist worker, backed by the disk cache)."""
-    from tilegate.builder import KernelBuilder  # imports TileLang: only where a test builds
+    from tilegate.gate.builder import KernelBuilder  # imports TileLang: only where a test builds
 
     return KernelBuilder(Path(request.config.getoption("--tilegate-cache")))
 
@@ -70,7 +70,7 @@ def builder(request: pytest.FixtureRequest):
 @pytest.fixture
 def fresh_builder(tmp_path: Path):
     """An empty cache, for tests of the cache itself."""
-    from tilegate.builder import KernelBuilder
+    from tilegate.gate.builder import KernelBuilder
 
     return KernelBuilder(tmp_path / "cache")
 

@@ -23,9 +23,9 @@ from tilegate.testing import foreign, gpu_workers, run_records
 if os.environ.get("PYTEST_XDIST_WORKER"):
     gpu_workers.pin_worker(os.environ["PYTEST_XDIST_WORKER"])
 
-from tilegate import tilelang_versions
 from tilegate.artifacts.writer import JUNIT_DIR
-from tilegate.paths import REPO_ROOT, cache_dir
+from tilegate.gate import tilelang_versions
+from tilegate.gate.paths import REPO_ROOT, cache_dir
 from tilegate.platform import detect
 from tilegate.testing.markers import MARKERS
 from tilegate.testing.pytest_fixtures import (  # noqa: F401  (fixtures: pytest finds them in this module)

@@ -32,7 +32,7 @@ from typing import NoReturn
 
 import pytest
 
-from tilegate import tilelang_versions
+from tilegate.gate import tilelang_versions
 from tilegate.platform import detect
 
 OPT_IN_TIERS = ("sanitize", "stress", "counters", "perf")

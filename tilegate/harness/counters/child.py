@@ -21,9 +21,9 @@ from tilegate.fixtures.shapes import LLAMA3_8B
 from tilegate.harness.counters import protocol
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.dtypes import TORCH_DTYPES
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
-from tilegate.references.dtypes import TORCH_DTYPES
 
 HEAD_DIM = 128
 DTYPE = "float16"

@@ -27,10 +27,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.harness.baseline import BaselineStore, Regression
 from tilegate.harness.counters import protocol, rocprofv3
 from tilegate.harness.counters.dispatches import Dispatch, Launch, ProfilerError, name_launches
-from tilegate.paths import REPO_ROOT
 
 BASELINES = BaselineStore(REPO_ROOT / "suite" / "baselines" / "counters", "launches")
 

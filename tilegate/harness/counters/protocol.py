@@ -8,7 +8,7 @@ import sys
 CHILD = "tilegate.harness.counters.child"
 # Each profiled kernel's device symbol: TileLang 0.1.15 names it after the prim_func with
 # "_kernel" appended, extern "C" (no mangling), for gfx942 and sm90 alike
-# (tilegate.lowering.lower's symbol for each kernel). The profilers print it as is.
+# (tilegate.gate.lowering.lower's symbol for each kernel). The profilers print it as is.
 SYMBOLS = {
     "flash_fwd": "flash_fwd_kernel_kernel",
     "paged_extend": "paged_extend_kernel_kernel",

@@ -18,9 +18,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from tilegate.gate.paths import REPO_ROOT
 from tilegate.harness.baseline import BaselineStore, Regression
 from tilegate.harness.perf import protocol
-from tilegate.paths import REPO_ROOT
 
 BASELINES = BaselineStore(REPO_ROOT / "suite" / "baselines" / "perf", "records")
 TOLERANCE_FLOOR, NOISE_FACTOR, TOLERANCE_CAP = 0.04, 2.0, 0.07

@@ -27,15 +27,15 @@ import torch
 
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
+from tilegate.gate.paths import cache_dir
+from tilegate.gate.planted import PrefillDefect, knobs_for
 from tilegate.harness.sanitize import protocol
 from tilegate.harness.sanitize.asan_build import AsanHipCompile, asan_builds
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
-from tilegate.kernels.defects import PrefillDefect
+from tilegate.kernels.dtypes import TORCH_DTYPES
 from tilegate.kernels.problem import AttentionShape
-from tilegate.paths import cache_dir
 from tilegate.platform import detect
-from tilegate.references.dtypes import TORCH_DTYPES
 
 HEADS = (8, 2)  # GQA 4:1, small enough that a sanitized launch takes seconds
 # racecheck's time grows with the blocks launched, and a shared-memory hazard lies within one block.
@@ -78,6 +78,7 @@ def _prefill(
     fewest_threads: bool = False,
 ) -> None:
     g = torch.Generator().manual_seed(0)
+    knobs = knobs_for(defect, PrefillDefect, "flash_fwd")
     batch, heads = (LEAN_BATCH, LEAN_HEADS) if lean else (2, HEADS)
     for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one, fewest_threads):
         for causal in (True,) if one else (True, False):
@@ -93,7 +94,7 @@ def _prefill(
 
                 q, k, v = rand(seq_q, heads[0]), rand(seq_k, heads[1]), rand(seq_k, heads[1])
                 _say(f"flash_fwd {shape.name} {cfg.name} seq_q={seq_q} seq_k={seq_k}")
-                out = runtime.flash_attention(shape, cfg, q, k, v, defect=defect)
+                out = runtime.flash_attention(shape, cfg, q, k, v, knobs=knobs)
                 float(out.float().sum())  # read the output back, as a caller would
 
 
@@ -132,7 +133,7 @@ def builds(
     """How this process builds kernels inside: TileLang's TMA lowering off (``plain_stores``); the
     HIP builds with device ASan (``asan``: tilegate.harness.sanitize.asan_build says why they are
     not TileLang's own build with flags added), their code objects cached in ``cache`` (default:
-    tilegate.paths.cache_dir()). Yields the ASan builds' record, or None."""
+    tilegate.gate.paths.cache_dir()). Yields the ASan builds' record, or None."""
     saved = dict(runtime.process_pass_configs)
     if plain_stores:
         runtime.process_pass_configs["tl.disable_tma_lower"] = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tilegate.gate.planted import CombineDefect, ExtendDefect, knobs_for
 from tilegate.harness.sglang.observations import marker
 from tilegate.harness.sglang.planted import KERNEL_BUGS
 from tilegate.serving import sglang_plugin
@@ -62,18 +63,19 @@ class PlantedKernelOps:
         self._ops = KernelOps()
         planted = KERNEL_BUGS[bug]
         self.scale_factor, self.decode_len_shift = planted.scale_factor, planted.decode_len_shift
-        self.extend_defect, self.combine_defect = planted.extend_defect, planted.combine_defect
+        self.extend_knobs = knobs_for(planted.extend_defect, ExtendDefect)
+        self.combine_knobs = knobs_for(planted.combine_defect, CombineDefect)
 
     def extend(self, meta, q, k_pool, v_pool, scale):
         return self._ops.extend(
-            meta, q, k_pool, v_pool, scale * self.scale_factor, defect=self.extend_defect
+            meta, q, k_pool, v_pool, scale * self.scale_factor, knobs=self.extend_knobs
         )
 
     def decode(self, meta, q, k_pool, v_pool, scale):
         if self.decode_len_shift:
             meta = replace(meta, seq_lens=meta.seq_lens - self.decode_len_shift)
         return self._ops.decode(
-            meta, q, k_pool, v_pool, scale * self.scale_factor, defect=self.combine_defect
+            meta, q, k_pool, v_pool, scale * self.scale_factor, knobs=self.combine_knobs
         )
 
 

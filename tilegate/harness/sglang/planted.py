@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilegate.kernels.defects import CombineDefect, ExtendDefect
+from tilegate.gate.planted import CombineDefect, ExtendDefect
 
 REFERENCE = "tilelang-reference"  # the production adapter over the kernels' FP32 torch reference
 
@@ -15,7 +15,7 @@ REFERENCE = "tilelang-reference"  # the production adapter over the kernels' FP3
 class PlantedBug:
     scale_factor: float = 1.0  # the softmax scale, multiplied
     decode_len_shift: int = 0  # each decode query misses its last keys
-    # planted in the extend kernel, the decode combine (kernels/defects.py)
+    # planted in the extend kernel, the decode combine (tilegate/gate/planted.py)
     extend_defect: ExtendDefect | None = None
     combine_defect: CombineDefect | None = None
 

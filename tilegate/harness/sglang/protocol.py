@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 SPEC, RESULT, EXIT_CODE, LOG = "spec.json", "result.json", "exit-code", "child.log"
 MARKERS, STARTED, START_LOCK = "markers", "started", "start.lock"

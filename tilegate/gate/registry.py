@@ -8,24 +8,16 @@ that reads fp32 partials one per thread, so it expects neither MFMA nor 128-bit 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tilegate.gate.planted import CombineDefect, Defect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
     DECODE_TABLES,
     EXTEND_TABLES,
     TARGETS,
     TileConfig,
-)
-from tilegate.kernels.defects import (
-    EXTEND_PASS_CONFIGS,
-    PREFILL_PASS_CONFIGS,
-    CombineDefect,
-    Defect,
-    ExtendDefect,
-    PrefillDefect,
-    planted,
 )
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
@@ -41,24 +33,19 @@ class KernelSpec:
     uses_mfma: bool = True
     wide_global_loads: bool = True
     one_thread_per_dim: bool = False  # launches head_dim threads, whatever the config says
-    defects: type[Defect] | None = None  # its planted defects' enumeration (kernels/defects.py)
-    # planted defect -> the TileLang pass configs its build needs (none for a healthy kernel)
-    defect_pass_configs: Mapping[Defect, dict] = field(default_factory=dict)
+    defects: type[Defect] | None = None  # its planted defects (tilegate/gate/planted.py)
 
     def threads(self, shape, cfg) -> int:
         return shape.head_dim if self.one_thread_per_dim else cfg.threads
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(
-        flash_fwd, CONFIG_TABLES, defects=PrefillDefect, defect_pass_configs=PREFILL_PASS_CONFIGS
-    ),
+    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defects=PrefillDefect),
     "paged_extend": KernelSpec(
         paged_extend,
         EXTEND_TABLES,
         causal_variants=(True,),
         defects=ExtendDefect,
-        defect_pass_configs=EXTEND_PASS_CONFIGS,
     ),
     "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
     "paged_decode_combine": KernelSpec(
@@ -83,8 +70,8 @@ def planted_pass_configs(factory: Callable, defect: Defect | None) -> dict:
     spec = next((s for s in KERNELS.values() if s.factory is factory), None)
     if spec is None:
         raise ValueError(f"defect {defect!r} planted in {name!r}, which is not in KERNELS")
-    checked = planted(defect, spec.defects, name)  # TypeError for a name or another kernel's defect
-    return dict(spec.defect_pass_configs.get(checked, {})) if checked is not None else {}
+    # TypeError for a name or another kernel's defect
+    return knobs_for(defect, spec.defects, name).pass_configs()
 
 
 @dataclass(frozen=True)
@@ -109,12 +96,13 @@ class KernelCase:
         return spec.threads(self.shape, self.cfg) if spec else self.cfg.threads
 
     def cache_key(self) -> str:
-        """What the lowering depends on besides TileLang and the kernel sources (tilegate.builder):
-        the kernel's name names its factory (a planted variant has its own)."""
+        """What the lowering depends on besides TileLang and the kernel sources
+        (tilegate.gate.builder): the kernel's name names its factory (a planted variant has its
+        own)."""
         return "\0".join((self.target, self.kernel, repr(self.shape), repr(self.cfg)))
 
     def lowering_input(self):
-        """(prim_func, pass_configs) for tilegate.lowering.lower."""
+        """(prim_func, pass_configs) for tilegate.gate.lowering.lower."""
         return self.prim_func(), None
 
     def prim_func(self):

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import tilelang
 
-from tilegate import lowering
+from tilegate.gate import lowering
 from tilegate.gfx942.code_object import (
     CACHE_FORMAT,
     CodeObject,
@@ -37,7 +37,7 @@ from tilegate.gfx942.toolchain import find_toolchain
 
 
 class Buildable(Protocol):
-    """What the builder takes: a registered kernel's build (tilegate.kernels.registry.KernelCase)
+    """What the builder takes: a registered kernel's build (tilegate.gate.registry.KernelCase)
     or a foreign kernel's (tilegate.foreign.case.ForeignCase)."""
 
     name: str
@@ -88,11 +88,13 @@ def _load_lowered(path: Path) -> Lowered | None:
 
 @functools.cache
 def sources_digest() -> str:
-    """sha256 over the kernel sources (kernels/*.py) and lowering.py: what a lowered kernel depends
-    on besides its case and TileLang."""
+    """sha256 over the kernel sources (kernels/*.py), lowering.py and the planted defects' knobs
+    (planted.py): what a lowered kernel depends on besides its case and TileLang."""
     import tilegate.kernels
+    from tilegate.gate import planted
 
-    files = sorted(Path(tilegate.kernels.__path__[0]).glob("*.py")) + [Path(lowering.__file__)]
+    kernels = sorted(Path(tilegate.kernels.__path__[0]).glob("*.py"))
+    files = [*kernels, Path(lowering.__file__), Path(planted.__file__)]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")

@@ -7,7 +7,7 @@ These paths are only meaningful when tilegate runs from a checkout (an editable 
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:

@@ -19,7 +19,7 @@ import os
 from importlib.metadata import version
 from pathlib import Path
 
-from tilegate.paths import REPO_ROOT
+from tilegate.gate.paths import REPO_ROOT
 
 SUPPORTED = ("0.1.12", "0.1.15")
 RUNNING = version("tilelang")  # from its metadata: importing tilelang (and torch) takes seconds

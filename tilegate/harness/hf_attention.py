@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
+from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.kernels.configs import default_config
-from tilegate.kernels.defects import CombineDefect, ExtendDefect, PrefillDefect
+from tilegate.kernels.dtypes import dtype_name
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
-from tilegate.references.dtypes import dtype_name
 from tilegate.references.transformers_attention import register as register_attention
 from tilegate.references.transformers_attention import require_causal_mask
 from tilegate.runtime import flash_attention
@@ -52,7 +52,7 @@ def attention_function(defect: PrefillDefect | None = None):
         shape = AttentionShape(query.shape[1], key.shape[1], head_dim, True, dtype)
         cfg = default_config(local_target(), head_dim)
         q, k, v = (t.transpose(1, 2).contiguous() for t in (query, key, value))  # -> [b, s, h, d]
-        return flash_attention(shape, cfg, q, k, v, defect=defect), None
+        return flash_attention(shape, cfg, q, k, v, knobs=knobs_for(defect, PrefillDefect)), None
 
     return tilegate_attention
 
@@ -65,6 +65,9 @@ def paged_attention_function(
     extends run the paged extend kernel, single-token steps the split-KV decode. Batch 1 only.
     The defects plant an ExtendDefect in paged_extend and a CombineDefect in the combine step."""
     import torch
+
+    extend_knobs = knobs_for(extend_defect, ExtendDefect, "paged_extend")
+    combine_knobs = knobs_for(combine_defect, CombineDefect, "paged_decode_combine")
 
     from tilegate.serving import paged
 
@@ -94,11 +97,11 @@ def paged_attention_function(
         )
         if seq_q == 1:
             meta = paged.prepare_decode(r2t, req, lens, dev)
-            out = paged.decode_batch(meta, q, k_pool, v_pool, scaling, defect=combine_defect)
+            out = paged.decode_batch(meta, q, k_pool, v_pool, scaling, knobs=combine_knobs)
         else:
             new = torch.tensor([seq_q], dtype=torch.int32, device=dev)
             meta = paged.prepare_extend(r2t, req, lens, new, dev)
-            out = paged.extend_batch(meta, q, k_pool, v_pool, scaling, defect=extend_defect)
+            out = paged.extend_batch(meta, q, k_pool, v_pool, scaling, knobs=extend_knobs)
         return out[None], None  # [1, seq_q, hq, d]
 
     return tilegate_paged_attention
