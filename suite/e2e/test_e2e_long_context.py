@@ -29,7 +29,7 @@ from tilegate.fixtures.retrieval_layout import (
     span_start,
     straddling_span_at,
 )
-from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect
+from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
@@ -61,7 +61,9 @@ pytestmark = [
         *(b for d in PLANTED for b in kind_builds("flash_fwd", FP16, defect=d)),
         *kind_builds("extend", FP16, defect=ExtendDefect.PREFIX_OFF_BY_ONE),
         Build(
-            "paged_decode_combine", FP16, options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),)
+            "paged_decode_combine",
+            FP16,
+            options=(("knobs", knobs_for(CombineDefect.DROP_SMALLEST_SPLIT)),),
         ),
     ),
 ]

@@ -21,7 +21,7 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import sglang_gpu_plan as plan
 from tilegate.fixtures.long_context_llama import SPEC as LONG_SPEC
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
-from tilegate.gate.planted import CombineDefect, ExtendDefect
+from tilegate.gate.planted import CombineDefect, ExtendDefect, knobs_for
 from tilegate.harness.sglang.driver import EngineRun
 from tilegate.harness.sglang.observations import served
 from tilegate.harness.sglang.planted import KERNEL_BUGS
@@ -57,7 +57,7 @@ pytestmark = [
         Build(
             "paged_decode_combine",
             SHAPES[0],
-            options=(("defect", CombineDefect.DROP_SMALLEST_SPLIT),),
+            options=(("knobs", knobs_for(CombineDefect.DROP_SMALLEST_SPLIT)),),
         ),
     ),
 ]

@@ -1,5 +1,10 @@
-"""ISA tier: each gfx942 code object is what was meant, and matches its golden snapshot."""
+"""ISA tier: each gfx942 code object is what was meant, and matches its golden snapshot.
 
+One test a rule, named after it (tilegate/gfx942/isa_checks.py, RULES): ``-k fp16_accumulation``
+runs that rule on every build, and a failure names the rule, what it holds and what the build
+shows."""
+
+import functools
 import json
 
 import pytest
@@ -19,23 +24,34 @@ from tilegate.gfx942.golden import (
     golden_path,
     updated_snapshot,
 )
-from tilegate.gfx942.isa_checks import check_all, check_speed_proxies, describe, rules_broken
+from tilegate.gfx942.isa_checks import RULES, KernelIsa, Rule, check_all, describe, rules_broken
 
 GFX942_CASES = cases("gfx942")
 ACC16_CASES = fp16_accum_cases("gfx942")
 
 
-@pytest.mark.parametrize("case", build_params(GFX942_CASES))
-def test_gfx942_isa(builder, artifacts_dir, case):
-    report = builder.isa_reading(case)
-    write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
-    spec = KERNELS[case.kernel]
-    broken = check_all(
-        report, case.shape.dtype, uses_mfma=spec.uses_mfma, wide_global_loads=spec.wide_global_loads
-    )
-    assert not broken, describe(broken)
-    slow = check_speed_proxies(report, case.shape.head_dim)
-    assert not slow, describe(slow)
+@functools.cache
+def _reading(builder, case):
+    return builder.isa_reading(case)
+
+
+def _rule_test(rule: Rule):
+    @pytest.mark.parametrize("case", build_params(GFX942_CASES))
+    def test(builder, case):
+        spec = KERNELS[case.kernel]
+        expected = KernelIsa(
+            case.shape.dtype, case.shape.head_dim, spec.uses_mfma, spec.wide_global_loads
+        )
+        broken = rule.check(_reading(builder, case), expected)
+        assert not broken, f"{rule.name}: {rule.holds}; {case.name} shows:\n" + describe(broken)
+
+    test.__name__ = test.__qualname__ = f"test_{rule.name}"
+    test.__doc__ = f"Every gfx942 build: {rule.holds}."
+    return test
+
+
+for _rule in RULES:
+    globals()[f"test_{_rule.name}"] = _rule_test(_rule)
 
 
 @pytest.mark.parametrize("case", build_params(ACC16_CASES))
@@ -46,8 +62,9 @@ def test_fp16_accumulation_variant_is_flagged(builder, artifacts_dir, case):
 
 
 @pytest.mark.parametrize("case", build_params(GFX942_CASES + ACC16_CASES))
-def test_matches_golden_snapshot(builder, update_golden, golden_reason, case):
-    report = builder.isa_reading(case)
+def test_matches_golden_snapshot(builder, artifacts_dir, update_golden, golden_reason, case):
+    report = _reading(builder, case)
+    write_isa_artifacts(case.name, builder.code_object(case), report, artifacts_dir)
     toolchain = builder.code_object(case).toolchain
     path = golden_path(case.name, toolchain.kind, tilelang.__version__)
     # the artifacts' isa/<case>.json

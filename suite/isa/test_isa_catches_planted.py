@@ -1,6 +1,7 @@
 """The ISA rules fail kernels built wrong on purpose: a check that cannot fail is no check."""
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from suite_helpers import build_params
@@ -9,12 +10,15 @@ from tilegate.fixtures import planted_kernels as planted
 from tilegate.fixtures.compile_cases import cases
 from tilegate.gfx942.isa import IsaReading
 from tilegate.gfx942.isa_checks import (
+    RULES,
+    KernelIsa,
     Violation,
     check_all,
     check_speed_proxies,
     describe,
     rules_broken,
 )
+from tilegate.gfx942.latency import LatencyProxies
 from tilegate.gfx942.toolchain import GFX942_TARGET_ID
 
 
@@ -113,3 +117,42 @@ def test_a_kernel_excused_128_bit_loads_is_still_held_to_the_sub_dword_rule():
     assert excused == [Violation("global-load-width", "global_load_ushort x2")]
     # as an ISA test's message shows it
     assert describe(excused) == "global-load-width: global_load_ushort x2"
+
+
+# One reading per rule (RULES, tilegate/gfx942/isa_checks.py), healthy but for what breaks that
+# rule: every rule's test (suite/isa/test_isa.py, -k <rule>) can fail, and fails alone.
+_HEALTHY = {"v_mfma_f32_16x16x16_f16": 8, "global_load_dwordx4": 4}
+BREAKING = {
+    "code_object_identity": replace(_report(**_HEALTHY), elf_flags="0x54c, gfx942, xnack+"),
+    "no_spills": replace(_report(**_HEALTHY), vgpr_spill_count=3),
+    "lds_budget": replace(_report(**_HEALTHY), dynamic_lds_bytes=70000),
+    "occupancy": replace(_report(**_HEALTHY), threads=1024, vgpr_count=512),
+    "mfma": _report(global_load_dwordx4=4),
+    "global_load_width": _report(v_mfma_f32_16x16x16_f16=8),
+    "fp16_accumulation": replace(
+        _report(**_HEALTHY, v_pk_fma_f16=16), loop_instructions=Counter(v_pk_fma_f16=16)
+    ),
+    "lds_read_width": _report(**_HEALTHY, ds_read_u16=64),
+    # one wave a workgroup, and LDS for one workgroup a CU: a quarter of a wave a SIMD
+    "waves_per_simd": replace(_report(**_HEALTHY), threads=64, dynamic_lds_bytes=60000),
+    "load_overlap": replace(_report(**_HEALTHY), latency=LatencyProxies(4, 2, 1, 0, mfmas=8)),
+}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_each_rule_fails_a_code_object_built_to_break_it(rule):
+    expected = KernelIsa("float16", 128)
+    assert rule.check(_report(**_HEALTHY), expected) == []
+    reading = BREAKING[rule.name]
+    assert rule.check(reading, expected), f"{rule.name} passed a code object that breaks it"
+    others = [r.name for r in RULES if r.name != rule.name and r.check(reading, expected)]
+    assert others == FOLLOWS.get(rule.name, []), others
+
+
+# What breaking one rule breaks with it: LDS past the budget fits no workgroup on a CU, and a CU
+# with no workgroup has no waves.
+FOLLOWS = {"lds_budget": ["occupancy", "waves_per_simd"], "occupancy": ["waves_per_simd"]}
+
+
+def test_every_rule_has_a_breaking_code_object():
+    assert sorted(BREAKING) == sorted(r.name for r in RULES)

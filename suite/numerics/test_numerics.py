@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.gpu]
 def test_matches_fp32_reference(case, cfg, artifacts_dir):
     q, k, v = random_qkv(case, DEVICE)
     out, _, verdict = judged(case, cfg, q, k, v, artifacts_dir)
-    assert torch.isfinite(out).all(), "NaN/Inf in the output"
+    assert torch.isfinite(out).all(), f"NaN/Inf in the output: {verdict.explain()}"
     assert verdict.passed, verdict.explain()
 
 

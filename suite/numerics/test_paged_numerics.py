@@ -6,17 +6,18 @@ Pools are NaN wherever the batch owns nothing, and req_to_token is shuffled.
 
 import pytest
 import torch
-from suite_helpers import DEVICE, with_configs
+from suite_helpers import DEVICE, failure_row, table_target, with_configs, with_context
 
-from tilegate.artifacts.writer import record_numerics
 from tilegate.fixtures.paged_cases import (
     DECODE_CASES,
     EXTEND_CASES,
     LARGE_LOGIT_CASES,
+    LARGE_LOGIT_SEED,
     PagedCase,
     large_logit_batch,
     paged_batch,
 )
+from tilegate.gate.tile_site import paged_site
 from tilegate.kernels.configs import DECODE_TABLES, EXTEND_TABLES
 from tilegate.references.metrics import judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
@@ -29,7 +30,7 @@ def _params(cases, tables, kind):
     return with_configs(cases, tables=tables, kind=kind)
 
 
-def _judge(case: PagedCase, cfg, batch, artifacts_dir, label="", splits=None):
+def _judge(case: PagedCase, cfg, batch, artifacts_dir, label="", splits=None, seed=0):
     decode = case.extend_lens is None
     args = batch.args(decode)
     out = paged_decode(*args, cfg=cfg, splits=splits) if decode else paged_extend(*args, cfg=cfg)
@@ -38,15 +39,31 @@ def _judge(case: PagedCase, cfg, batch, artifacts_dir, label="", splits=None):
     else:
         ref = ref_paged_extend(*args)
     base = baseline_paged_extend(*batch.args(False))  # decode is extend with one new token each
-    verdict = judge(out, ref, base)
-    record_numerics(artifacts_dir, f"{case.name}-{cfg.name}{label}", case.shape.dtype, verdict)
+    verdict = judge(out, ref, base, ("request" if decode else "token", "head", "col"))
+    at = failure_row(verdict)
+    block_m = 1 if decode else cfg.block_m  # a decode query is one row
+    site = "" if at is None else paged_site(
+        at[0], case.seq_lens, case.extend_lens, block_m, cfg.block_n
+    )  # fmt: skip
+    tables = DECODE_TABLES if decode else EXTEND_TABLES
+    verdict = with_context(
+        verdict,
+        artifacts_dir,
+        f"{case.name}-{cfg.name}{label}",
+        case.shape.dtype,
+        site=site,
+        seed=seed,
+        target=table_target(cfg, case.shape.head_dim, tables),
+    )
     return out, verdict
 
 
 @pytest.mark.parametrize("case, cfg", _params(EXTEND_CASES, EXTEND_TABLES, "extend"))
 def test_paged_extend_matches_fp32_reference(case, cfg, artifacts_dir):
     out, verdict = _judge(case, cfg, paged_batch(case, DEVICE), artifacts_dir)
-    assert torch.isfinite(out).all(), "NaN/Inf: the kernel read a pool slot the batch does not own"
+    assert torch.isfinite(out).all(), (
+        f"NaN/Inf: the kernel read a pool slot the batch does not own\n{verdict.explain()}"
+    )
     assert verdict.passed, verdict.explain()
 
 
@@ -62,7 +79,9 @@ def test_paged_decode_matches_fp32_reference(case, cfg, splits, artifacts_dir):
     splits = cfg.num_splits if splits == -1 else splits
     label = "" if splits is None else f"-splits{splits}"
     out, verdict = _judge(case, cfg, paged_batch(case, DEVICE), artifacts_dir, label, splits)
-    assert torch.isfinite(out).all(), "NaN/Inf: the kernel read a pool slot the batch does not own"
+    assert torch.isfinite(out).all(), (
+        f"NaN/Inf: the kernel read a pool slot the batch does not own\n{verdict.explain()}"
+    )
     assert verdict.passed, verdict.explain()
 
 
@@ -77,8 +96,9 @@ def test_split_kv_combine_survives_large_logits(case, cfg, artifacts_dir):
         artifacts_dir,
         "-large_logits",
         splits=cfg.num_splits,  # the combine runs whatever the device's schedule
+        seed=LARGE_LOGIT_SEED,
     )
-    assert torch.isfinite(out).all()
+    assert torch.isfinite(out).all(), verdict.explain()
     assert verdict.passed, verdict.explain()
 
 

@@ -162,8 +162,10 @@ class IsaRecord(Record):
 
 @dataclass(frozen=True)
 class NumericsRecord(Record):
-    """One numerics check: error ratios to plain torch in the same dtype (<= 1 passes), and the
-    errors."""
+    """One numerics check: error ratios to plain torch in the same dtype (<= 1 passes), the
+    errors, and where it was and where it failed: the test, the config table's target, the inputs'
+    seed, the worst element and its site in the tiling (tilegate/gate/tile_site.py), the rows
+    holding NaN/Inf."""
 
     folder: ClassVar[str] = NUMERICS_DIR
     dtype: str
@@ -174,6 +176,12 @@ class NumericsRecord(Record):
     mean_err: float
     baseline_max_err: float
     baseline_mean_err: float
+    test_id: str = ""
+    target: str = ""
+    seed: int | None = None
+    worst_index: list[int] | None = None
+    worst_site: str = ""
+    nonfinite_rows: int = 0
 
 
 @dataclass(frozen=True)

@@ -72,8 +72,19 @@ def clear_run_artifacts(artifacts: Path) -> None:
         shutil.rmtree(artifacts / folder, ignore_errors=True)
 
 
-def record_numerics(artifacts: Path, name: str, dtype: str, verdict) -> None:
-    """``verdict``: a tilegate.references.metrics.Verdict."""
+def record_numerics(
+    artifacts: Path,
+    name: str,
+    dtype: str,
+    verdict,
+    *,
+    test_id: str = "",
+    target: str = "",
+    seed: int | None = None,
+    site: str = "",
+) -> None:
+    """``verdict``: a tilegate.references.metrics.Verdict; ``site``: its worst element's place in
+    the kernel's tiling (tilegate/gate/tile_site.py)."""
     write(
         artifacts,
         NumericsRecord(
@@ -86,6 +97,12 @@ def record_numerics(artifacts: Path, name: str, dtype: str, verdict) -> None:
             mean_err=verdict.kernel.mean_abs,
             baseline_max_err=verdict.baseline.max_abs,
             baseline_mean_err=verdict.baseline.mean_abs,
+            test_id=test_id,
+            target=target,
+            seed=seed,
+            worst_index=list(verdict.worst.index) if verdict.worst else None,
+            worst_site=site,
+            nonfinite_rows=verdict.nonfinite.rows if verdict.nonfinite else 0,
         ),
     )
 

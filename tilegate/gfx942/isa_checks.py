@@ -8,6 +8,7 @@ shows a planted spill being flagged also shows the real configs' check can fail.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilegate.gfx942.isa import LDS_PER_CU, IsaReading
@@ -160,22 +161,31 @@ def check_fp32_accumulation(r: IsaReading) -> list[Violation]:
     return [Violation("fp16-accumulation", f"{name} x{n}") for name, n in hits.items()]
 
 
+@dataclass(frozen=True)
+class KernelIsa:
+    """What a kernel's code object is held to besides the rules every build meets: its inputs'
+    dtype and head_dim, whether it does matrix products (a reduction is not asked for MFMA) and
+    whether it streams tiles in 128-bit loads (one that reads fp32 one element a thread is not)."""
+
+    input_dtype: str
+    head_dim: int
+    uses_mfma: bool = True
+    wide_global_loads: bool = True
+
+
+def _global_load_width(r: IsaReading, k: KernelIsa) -> list[Violation]:
+    wide = check_wide_global_loads(r) if k.wide_global_loads else []
+    return [*check_narrow_global_loads(r), *wide]
+
+
 def check_all(
     r: IsaReading, input_dtype: str, *, uses_mfma: bool = True, wide_global_loads: bool = True
 ) -> list[Violation]:
-    """Every rule. A kernel with no matrix product (a reduction) is not asked for MFMA, and one
-    that reads fp32 one element per thread is not asked for 128-bit loads; no kernel may
-    make sub-dword global loads or accumulate in fp16."""
-    return [
-        *check_identity(r),
-        *check_spills(r),
-        *check_lds(r),
-        *check_occupancy(r),
-        *(check_mfma(r, input_dtype) if uses_mfma else []),
-        *check_narrow_global_loads(r),
-        *(check_wide_global_loads(r) if wide_global_loads else []),
-        *check_fp32_accumulation(r),
-    ]
+    """Every hard rule (RULES less the speed proxies). A kernel with no matrix product (a
+    reduction) is not asked for MFMA, and one that reads fp32 one element per thread is not
+    asked for 128-bit loads; no kernel may make sub-dword global loads or accumulate in fp16."""
+    k = KernelIsa(input_dtype, 0, uses_mfma, wide_global_loads)
+    return [v for rule in RULES if not rule.speed_proxy for v in rule.check(r, k)]
 
 
 # Speed proxies (the CPU tier has no MI300X to time on): what a CPU can tell about gfx942 speed.
@@ -332,7 +342,65 @@ def check_max_barriers(
 
 
 def check_speed_proxies(r: IsaReading, head_dim: int) -> list[Violation]:
-    return [*check_lds_read_width(r), *check_waves_per_simd(r, head_dim), *check_load_overlap(r)]
+    k = KernelIsa("", head_dim)
+    return [v for rule in RULES if rule.speed_proxy for v in rule.check(r, k)]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the ISA tier: ``name`` is its test's (``-k fp16_accumulation`` selects exactly
+    it, suite/isa/test_isa.py), ``holds`` what a code object must show, ``check`` the ways one
+    breaks it. A speed proxy is what a CPU can tell of gfx942 speed; the others are hard rules."""
+
+    name: str
+    holds: str
+    check: Callable[[IsaReading, KernelIsa], list[Violation]]
+    speed_proxy: bool = False
+
+
+RULES = (
+    Rule(
+        "code_object_identity",
+        "built for gfx942:sramecc+:xnack- (what MI300X loads), wave64, a loadable version",
+        lambda r, k: check_identity(r),
+    ),
+    Rule("no_spills", "no register spills, scratch or dynamic stack", lambda r, k: check_spills(r)),
+    Rule("lds_budget", "LDS within gfx942's 64 KiB a workgroup", lambda r, k: check_lds(r)),
+    Rule("occupancy", "at least one workgroup fits on a CU", lambda r, k: check_occupancy(r)),
+    Rule(
+        "mfma",
+        "matrix products on MFMA instructions that take the kernel's input dtype",
+        lambda r, k: check_mfma(r, k.input_dtype) if k.uses_mfma else [],
+    ),
+    Rule(
+        "global_load_width",
+        "no sub-dword global loads; 128-bit loads where the kernel streams tiles",
+        _global_load_width,
+    ),
+    Rule(
+        "fp16_accumulation",
+        "no fp16 arithmetic: every sum accumulates in fp32 (no gfx942 MFMA accumulates in fp16)",
+        lambda r, k: check_fp32_accumulation(r),
+    ),
+    Rule(
+        "lds_read_width",
+        "no sub-dword LDS reads (each is one element an instruction)",
+        lambda r, k: check_lds_read_width(r),
+        speed_proxy=True,
+    ),
+    Rule(
+        "waves_per_simd",
+        "enough waves a SIMD to hide latency (MIN_WAVES_PER_SIMD by head_dim)",
+        lambda r, k: check_waves_per_simd(r, k.head_dim),
+        speed_proxy=True,
+    ),
+    Rule(
+        "load_overlap",
+        "every global load of the inner loop has an MFMA issued before its wait",
+        lambda r, k: check_load_overlap(r),
+        speed_proxy=True,
+    ),
+)
 
 
 def rules_broken(violations: list[Violation]) -> set[str]:

@@ -48,6 +48,10 @@ class Build:
     cfg: object = DEFAULT
     options: tuple = ()
 
+    def __post_init__(self):
+        if "defect" in dict(self.options):  # the factories take knobs (kernels/hooks.py)
+            raise TypeError(f"{self.kernel}: plant a defect with kind_builds(defect=...) or knobs")
+
     def resolved(self, target: str) -> list[Build]:
         """This build with a real config: one Build per config of ``target`` that it names."""
         from tilegate.gate.registry import KERNELS

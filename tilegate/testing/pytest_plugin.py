@@ -40,7 +40,7 @@ from tilegate.testing.pytest_fixtures import (  # noqa: F401  (fixtures: pytest 
     sglang_engines,
     update_golden,
 )
-from tilegate.testing.skips import missing, skip_reason
+from tilegate.testing.skips import missing, skip_groups, skip_reason
 from tilegate.testing.tiers import check_folders
 from tilegate.testing.watchdog import Deadline, dump_stacks_on_sigusr1, report_path, reports
 
@@ -327,6 +327,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
     if failure := config.stash[REQUIRE_GPU_FAILURE]:
         terminalreporter.write_line(f"FAILED: --require-gpu set, but {failure}", red=True)
+    if skipped := skip_groups(terminalreporter.stats.get("skipped", [])):
+        terminalreporter.section("skipped, by what is missing (-rs lists every reason)")
+        for what, count in skipped:
+            terminalreporter.write_line(f"{count:6d}  {what}")
     precompiled = run_dir() / PRECOMPILE_REPORT
     if precompiled.exists():
         terminalreporter.write_line(PrecompileResult.from_json(precompiled.read_text()).summary())

@@ -130,3 +130,16 @@ def missing(what: str) -> NoReturn:
 def nothing_to_run(what: str):
     """A parametrisation's one case when it has nothing to run, skipped with ``what`` is missing."""
     return pytest.param(None, marks=pytest.mark.skip(reason=_one_line(what)))
+
+
+def skip_groups(reports) -> list[tuple[str, int]]:
+    """Skipped test reports counted by what is missing: a reason's first clause (``no GPU``,
+    ``opt-in tier``, a foreign kernel's name), most first; the terminal summary prints these in
+    place of a line per distinct reason, so the verdict is not read under a wall of skips."""
+    counts: dict[str, int] = {}
+    for report in reports:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        what = reason.removeprefix("Skipped: ").split(":", 1)[0].strip()
+        counts[what] = counts.get(what, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
