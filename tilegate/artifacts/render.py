@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilegate.artifacts.records import (
+    COUNTERS_DIR,
     ERROR,
     FAILED,
     JUNIT_DIR,
     PASSED,
+    PERF_DIR,
     PLANTED,
+    SANITIZE_DIR,
     SKIPPED,
     AgreementRecord,
     DriftRecord,
@@ -33,6 +36,10 @@ from tilegate.artifacts.records import (
     Record,
     StressRecord,
     load,
+    plain_files,
+    read_junit,
+    read_plain_text,
+    venv_run_dir,
     verdict,
 )
 
@@ -442,3 +449,114 @@ def error_annotations(outcomes: list[Outcome]) -> list[str]:
                 props.insert(1, f"line={o.line}")
         out.append(f"::error {','.join(props)}::{_escape(o.reason)}")
     return out
+
+
+# -- the step summary page (scripts/step_summary.py writes it) --------------------------------
+
+TL012 = venv_run_dir("0.1.12")  # tilegate/harness/tilelang_venv.py's run, under artifacts/
+
+
+def markdown_tables(root: Path, folder: str, title: str, shown: str = "") -> list[str]:
+    """perf/*.md and counters/*.md are the tiers' own tables (tilegate/harness/perf/driver.py
+    table(), suite/counters/test_counters.py): shown as written, as text in a code block (the
+    code under test wrote them: rendered, they could say anything), with the chart beside one
+    where there is one."""
+    lines = []
+    for md in plain_files(root / folder, "*.md"):
+        lines += [
+            f"#### {code(md.stem)}",
+            "",
+            *code_block(read_plain_text(md).splitlines()),
+            "",
+        ]
+        if shown and md.with_suffix(".png").is_file():
+            lines += [
+                f"Chart: {code(f'{shown}/{folder}/{md.stem}.png')}{run_link()}.",
+                "",
+            ]
+    return [f"### {title}", "", *lines] if lines else []
+
+
+def sanitize_section(root: Path) -> list[str]:
+    rows = []
+    for log in plain_files(root / SANITIZE_DIR, "*.log"):
+        verdict = next(
+            (
+                ln.strip("= ").strip()
+                for ln in read_plain_text(log).splitlines()
+                if "ERROR SUMMARY:" in ln or "RACECHECK SUMMARY:" in ln
+            ),
+            "no summary line (crashed or timed out)",
+        )
+        if PLANTED in log.stem:
+            clean = verdict.startswith(("0 errors", "0 hazards")) or "no summary" in verdict
+            verdict = f"expected to report: {'NOT caught' if clean else 'caught'} ({verdict})"
+        rows.append([Code(log.stem), verdict])
+    return (
+        [
+            "### Sanitizers (compute-sanitizer; `planted-*` runs must report)",
+            "",
+            *table(["run", "verdict"], rows),
+        ]
+        if rows
+        else []
+    )
+
+
+def tl012_section(root: Path) -> list[str]:
+    """The compile + ISA tiers under TileLang 0.1.12 (suite/compat/test_compat_tilelang.py's
+    nested run)."""
+    sub = root / TL012
+    junit = sub / "junit.xml"
+    if sub.is_symlink() or not sub.is_dir():
+        return []
+    outcomes = read_junit(junit) if junit.is_file() else []
+    isa = isa_section(sub)
+    return [
+        "### TileLang 0.1.12 (SGLang 0.5.23's pin): compile + ISA",
+        "",
+        *verdict_lines(outcomes, int(junit.is_file())),
+        *(isa[2:] if isa else []),
+    ]
+
+
+def tier_tables(root: Path, shown: str) -> list[str]:
+    sections = [
+        isa_section,
+        numerics_section,
+        memory_section,
+        lambda r: drift_section(r, shown),
+        agreement_section,
+        lambda r: markdown_tables(
+            r, PERF_DIR, "Performance (ratio = peer time / kernel time, same process)", shown
+        ),
+        sanitize_section,
+        stress_section,
+        lambda r: markdown_tables(r, COUNTERS_DIR, "Hardware counters"),
+        tl012_section,
+        foreign_section,
+    ]
+    body = []
+    for section in sections:
+        try:
+            body += section(root)
+        # one broken file hides no more than its section; the summary never fails
+        except Exception as e:
+            body += [
+                f"> step\\_summary: a section was left out: {code(f'{type(e).__name__}: {e}')}"
+            ]
+        if body and body[-1] != "":
+            body.append("")
+    return body
+
+
+def step_summary(
+    roots: list[Path], shown: list[str], title: str, outcomes: list[Outcome], files: int
+) -> list[str]:
+    lines = [f"## tilegate: {text(title)}", "", *verdict_lines(outcomes, files)]
+    for root, name in zip(roots, shown):
+        body = tier_tables(root, name)
+        if len(roots) > 1:
+            lines += [f"### {code(name)}", ""]
+        lines += body or [f"No tier records in {code(name + '/')}.", ""]
+    return lines
