@@ -5,8 +5,9 @@ is FP32 torch (references/paged.py), not either kernel.
 
 The problems are the builds the CPU tiers lower (gfx942, and sm90 beside it); the launchers compile
 what each case needs for the local GPU, 64 query heads included, with the table's first config,
-as serving does. PREFIX_OFF_BY_ONE plants ExtendDefect.PREFIX_OFF_BY_ONE, which the numerics tier
-must fail on the extends over a short cached prefix.
+as serving does. PREFIX_OFF_BY_ONE plants ExtendDefect.PREFIX_OFF_BY_ONE through its knobs (the
+factory's and the launcher's), which the numerics tier must fail on the extends over a short
+cached prefix.
 """
 
 from tilegate.foreign import (
@@ -130,5 +131,5 @@ PREFIX_OFF_BY_ONE = kernel(
     EXTEND_TABLES,
     Launchers(extend=lambda m, x: extend(m, x, defect=ExtendDefect.PREFIX_OFF_BY_ONE)),
     builds=(("float16", 128),),
-    defect=ExtendDefect.PREFIX_OFF_BY_ONE,
+    knobs=knobs_for(ExtendDefect.PREFIX_OFF_BY_ONE),
 )
