@@ -119,19 +119,17 @@ def judge(
     """``out`` (kernel) and ``baseline_out`` (plain same-precision torch) against the FP32
     ``ref``; ``axes`` names the output's axes in the verdict's messages."""
     base, floor = errors(baseline_out, ref), tol.abs_floor(ref, out.dtype)
-    where = {"worst": _worst(out, ref, baseline_out), "axes": axes}
+    worst = _worst(out, ref, baseline_out)
     if nonfinite := _nonfinite(out):  # NaN/Inf never pass, whatever the baseline did
-        infinite = Errors(math.inf, math.inf, 0.0)
-        return Verdict(
-            False, math.inf, math.inf, infinite, base, floor, nonfinite=nonfinite, **where
-        )
+        inf, infinite = math.inf, Errors(math.inf, math.inf, 0.0)
+        return Verdict(False, inf, inf, infinite, base, floor, worst, nonfinite, axes)
     kernel = errors(out, ref)
     max_ratio = _ratio(kernel.max_abs, tol.MAX_ERR_MULTIPLE * base.max_abs + floor)
     mean_ratio = _ratio(
         kernel.mean_abs, tol.MEAN_ERR_MULTIPLE * base.mean_abs + tol.mean_floor(ref, out.dtype)
     )
     passed = max_ratio <= 1 and mean_ratio <= 1
-    return Verdict(passed, max_ratio, mean_ratio, kernel, base, floor, **where)
+    return Verdict(passed, max_ratio, mean_ratio, kernel, base, floor, worst, None, axes)
 
 
 def loglog_slope(lengths, values) -> float:
