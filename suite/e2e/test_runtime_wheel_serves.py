@@ -70,7 +70,9 @@ def test_the_runtime_wheel_alone_serves_through_sglang(tmp_path):
         "PYTHONPATH": _path_without_the_checkout(site),
         # the runtime's own plugin (and the kit's, where it runs): never the gate's harness
         "SGLANG_PLUGINS": ",".join(
-            p for p in ("tilelang", "sglkit") if p in os.environ.get("SGLANG_PLUGINS", "tilelang")
+            p
+            for p in ("tilelang", "sglkit")
+            if p in os.environ.get("SGLANG_PLUGINS", "tilelang").split(",")
         ),
     }
     out = tmp_path / "out.json"

@@ -18,12 +18,14 @@ def _tile(pos: int, length: int, block: int, what: str) -> str:
     return f"{what} tile {tile} of {tiles} (block {block}{shape})"
 
 
-def dense_site(row: int, seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int) -> str:
+def dense_site(
+    row: int, seq_q: int, seq_k: int, causal: bool, block_m: int, block_n: int, what: str = "row"
+) -> str:
     """Row ``row`` of a prefill over ``seq_q`` queries and ``seq_k`` keys (causal: bottom-right
-    aligned, as the kernels are)."""
+    aligned, as the kernels are); ``what`` names the row in the text."""
     last_key = min(row + seq_k - seq_q, seq_k - 1) if causal else seq_k - 1
     return (
-        f"row {row} of {seq_q}: {_tile(row, seq_q, block_m, 'query')}; its last key {last_key} "
+        f"{what} {row} of {seq_q}: {_tile(row, seq_q, block_m, 'query')}; its last key {last_key} "
         f"of {seq_k}: {_tile(last_key, seq_k, block_n, 'key')}"
     )
 
@@ -44,6 +46,5 @@ def paged_site(
         request += 1
     row, n_new, seq = token - first, new[request], seq_lens[request]
     prefix = seq - n_new
-    return f"request {request} (prefix {prefix}, new {n_new}): " + dense_site(
-        row, n_new, seq, True, block_m, block_n
-    ).replace(f"row {row} of {n_new}", f"new token {row} of {n_new}")
+    site = dense_site(row, n_new, seq, True, block_m, block_n, what="new token")
+    return f"request {request} (prefix {prefix}, new {n_new}): {site}"
