@@ -63,6 +63,18 @@ def causal_reach(sees_next_key: int = 0):
     return lambda pos: pos + sees_next_key
 
 
+def window_start(block_n: int, window: int | None, *, rounds_up: bool = False):
+    """``first_row_key`` -> the first key block a row tile sees under a sliding ``window`` (its row
+    0 sees the earliest key, ``window`` before its diagonal), or None without a window: the loop
+    starts at block 0. ``rounds_up`` (window_start_past_tile_edge) starts at the next block
+    instead, so a tile whose window opens inside a key block skips that block's visible keys."""
+    if window is None:
+        return None
+    if rounds_up:
+        return lambda first_row_key: T.ceildiv(T.max(first_row_key - window, 0), block_n)
+    return lambda first_row_key: T.max(first_row_key - window, 0) // block_n
+
+
 def output_normaliser(rows: int, head_dim: int, *, hang: bool = False):
     """A macro dividing each row of ``out_acc`` by its softmax sum. ``hang`` first spins through
     ~2^60 dependent updates of out_acc, which the kernel then stores: never optimised away."""
@@ -148,8 +160,9 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, knobs: PrefillKnobs | N
     stage_v = stage_v_tile(cfg.v_transposed)
 
     mask_scores = visibility_mask(
-        block_m, block_n, causal, skip_middle_block=knobs.skip_middle_block
+        block_m, block_n, causal, window=shape.window, skip_middle_block=knobs.skip_middle_block
     )
+    first_block_of = window_start(block_n, shape.window, rounds_up=knobs.window_start_rounds_up)
     load_k = key_loader(block_n, head_dim, unguarded=knobs.unguarded_k)
     count_key_blocks = key_block_count(block_n, whole_blocks_only=knobs.whole_key_blocks)
     reach = causal_reach(knobs.sees_next_key)
@@ -208,14 +221,17 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, knobs: PrefillKnobs | N
                 n_blocks = key_blocks
 
             first_row_key = reach(bx * block_m + diagonal)  # the last key row 0 may see
+            # without a window every loop starts at 0, as a literal: the lowering stays the same
+            first = 0 if first_block_of is None else first_block_of(first_row_key)
+            loop = (n_blocks,) if first_block_of is None else (first, n_blocks)
             if cfg.prefetch_kv:
                 # block kb + 1's K and V are loaded into registers while block kb computes (gfx942:
                 # TileLang pipelines no copies there); each is written to LDS at the top of its turn
                 k_next = T.alloc_fragment([block_n, head_dim], dtype)
                 v_next = T.alloc_fragment([block_n, head_dim], dtype)
-                load_k(K, b, kv_head, 0, k_next)
-                T.copy(V[b, 0:block_n, kv_head, :], v_next)
-                for kb in T.serial(n_blocks):
+                load_k(K, b, kv_head, first, k_next)
+                T.copy(V[b, first * block_n : (first + 1) * block_n, kv_head, :], v_next)
+                for kb in T.serial(*loop):
                     T.copy(k_next, k_tile)
                     stage_v(v_next, v_tile)
                     if kb + 1 < n_blocks:
@@ -224,7 +240,7 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, knobs: PrefillKnobs | N
                     block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state)
                     accumulate(probs, v_tile, out_acc, rescale, block_out, p_tile)
             else:
-                for kb in T.Pipelined(n_blocks, num_stages=cfg.num_stages):
+                for kb in T.Pipelined(*loop, num_stages=cfg.num_stages):
                     load_k(K, b, kv_head, kb, k_tile)
                     block_probs(q_tile, k_tile, kb, seq_k, first_row_key, key_blocks, state)
                     if cfg.v_transposed:

@@ -58,6 +58,7 @@ class PrefillKnobs(Knobs):
     unguarded_k: bool = False  # K loaded element by element, with no bound check
     skip_middle_block: bool = False  # the middle key block masked out
     unstored_last_rows: int = 0  # query rows at the end of the sequence the register store skips
+    window_start_rounds_up: bool = False  # a sliding window's first key block rounded up, not down
 
     def pass_configs(self) -> dict[str, object]:
         configs: dict[str, object] = {}

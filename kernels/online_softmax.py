@@ -57,11 +57,19 @@ def alloc_softmax_state(
     )
 
 
-def visibility_mask(rows: int, cols: int, causal: bool, *, skip_middle_block: bool = False):
+def visibility_mask(
+    rows: int,
+    cols: int,
+    causal: bool,
+    *,
+    window: int | None = None,
+    skip_middle_block: bool = False,
+):
     """A macro writing 0 / -inf into ``scores`` [rows, cols] for key block ``kb``: key
     ``kb * cols + j`` is visible to row i when it is below ``n_keys`` and, ``causal``, at most
-    ``first_row_key + i`` (the last key row 0 may see). ``skip_middle_block`` plants flash_fwd's
-    defect of that name (block ``key_blocks // 2`` masked out)."""
+    ``first_row_key + i`` (the last key row 0 may see), and, with a ``window``, at least ``window``
+    before it (SGLang: q_id <= kv_id + window). ``skip_middle_block`` plants flash_fwd's defect of
+    that name (block ``key_blocks // 2`` masked out)."""
 
     @T.macro
     def mask(scores, kb, n_keys, first_row_key, key_blocks=0):
@@ -71,6 +79,8 @@ def visibility_mask(rows: int, cols: int, causal: bool, *, skip_middle_block: bo
                 visible = (key < n_keys) & (key <= first_row_key + i)
             else:
                 visible = key < n_keys
+            if window is not None:
+                visible = visible & (key + window >= first_row_key + i)
             if skip_middle_block:
                 visible = visible & (kb != key_blocks // 2)
             scores[i, j] = T.if_then_else(visible, 0, -T.infinity(FP32))

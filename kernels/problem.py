@@ -1,4 +1,10 @@
-"""The attention problem a kernel is built for: heads, head_dim, dtype, masking."""
+"""The attention problem a kernel is built for: heads, head_dim, dtype, masking.
+
+A mask variant is a field here with a default that changes nothing, a line in the kernels' mask
+and one in the reference: the gate's tiers read their cases from the variant lists in
+tilegate.fixtures (shapes.py), so a variant listed there is compiled, judged and counted by every
+tier without another edit.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,18 @@ def dtype_bytes(dtype: str) -> int:
 
 
 @dataclass(frozen=True)
+class Mask:
+    """Which keys a query row sees: causal (bottom-right) or all, and a sliding window or none."""
+
+    causal: bool
+    window: int | None = None  # AttentionShape.window
+
+
+CAUSAL = Mask(causal=True)
+FULL = Mask(causal=False)
+
+
+@dataclass(frozen=True)
 class AttentionShape:
     """Compile-time part of an attention call. Batch and sequence lengths stay dynamic.
 
@@ -29,6 +47,9 @@ class AttentionShape:
     head_dim: int
     causal: bool
     dtype: str = "float16"
+    # Sliding window, SGLang's convention (sliding_window_size): the query at position p sees the
+    # keys at p - window .. p, window + 1 of them; None: no window. Causal masks only.
+    window: int | None = None
 
     def __post_init__(self) -> None:
         if self.head_dim not in SUPPORTED_HEAD_DIMS:
@@ -43,6 +64,19 @@ class AttentionShape:
                 f"GQA ratio {self.q_heads}:{self.kv_heads} does not divide: q_heads must be a "
                 "multiple of kv_heads"
             )
+        if self.window is not None and (not self.causal or self.window < 0):
+            raise ShapeError(
+                f"sliding window {self.window!r}: a window is a number of keys >= 0 to the left of "
+                "a causal diagonal (SGLang's sliding_window_size), not a full mask's"
+            )
+
+    @classmethod
+    def masked(cls, q_heads: int, kv_heads: int, head_dim: int, mask: Mask, dtype: str):
+        return cls(q_heads, kv_heads, head_dim, mask.causal, dtype, mask.window)
+
+    @property
+    def mask(self) -> Mask:
+        return Mask(self.causal, self.window)
 
     @property
     def groups(self) -> int:
@@ -51,6 +85,8 @@ class AttentionShape:
     @property
     def name(self) -> str:
         mask = "causal" if self.causal else "full"
+        if self.window is not None:
+            mask = f"swa{self.window}"
         heads = f"mha{self.q_heads}" if self.groups == 1 else f"gqa{self.q_heads}x{self.kv_heads}"
         short = {"float16": "fp16", "bfloat16": "bf16"}[self.dtype]
         return f"{mask}-{heads}-d{self.head_dim}-{short}"

@@ -3,7 +3,9 @@
 Layout [batch, seq, heads, head_dim], as the kernels. Causal masks align bottom-right:
 query row i sits at absolute position i + (seq_k - seq_q) and sees keys 0..that
 position, as SGLang's extend puts new tokens after a cached prefix. Since seq_q <= seq_k
-is required, every row sees at least key 0: no row is ever fully masked.
+is required, every row sees at least key 0: no row is ever fully masked. A sliding ``window``
+(causal only; SGLang's sliding_window_size) keeps the keys at most ``window`` before that
+position: every row still sees its own.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ def _groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
 
 
 def _attention(
-    q, k, v, causal: bool, scale: float | None, dtype: torch.dtype, chunk: int
+    q, k, v, causal: bool, window: int | None, scale: float | None, dtype: torch.dtype, chunk: int
 ) -> torch.Tensor:
     groups = _groups(q, k, v)
+    if window is not None and (not causal or window < 0):
+        raise ValueError(f"window {window!r}: a number of keys >= 0, with a causal mask only")
     sq, sk, d = q.shape[1], k.shape[1], q.shape[3]
     scale = d**-0.5 if scale is None else scale
     qh = q.to(dtype).transpose(1, 2)  # [b, h, s, d]; K/V heads repeated over their query group
@@ -44,7 +48,10 @@ def _attention(
         scores = torch.matmul(qh[:, :, start:stop], kh.transpose(-1, -2)) * scale
         if causal:
             rows = torch.arange(start, stop, device=q.device) + (sk - sq)
-            scores = scores.masked_fill(keys[None, :] > rows[:, None], float("-inf"))
+            hidden = keys[None, :] > rows[:, None]
+            if window is not None:
+                hidden |= keys[None, :] < rows[:, None] - window
+            scores = scores.masked_fill(hidden, float("-inf"))
         out[:, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vh)
     return out.transpose(1, 2)
 
@@ -55,6 +62,7 @@ def ref_attention(
     v,
     *,
     causal: bool,
+    window: int | None = None,
     scale: float | None = None,
     precision: torch.dtype = torch.float32,
     chunk: int = DEFAULT_CHUNK,
@@ -66,14 +74,16 @@ def ref_attention(
     """
     if precision not in (torch.float32, torch.float64):
         raise ValueError("references compute in float32 or float64 only")
-    return _attention(q, k, v, causal, scale, precision, chunk)
+    return _attention(q, k, v, causal, window, scale, precision, chunk)
 
 
-def ref_attention_lowp(q, k, v, *, causal: bool, chunk: int = DEFAULT_CHUNK) -> torch.Tensor:
+def ref_attention_lowp(
+    q, k, v, *, causal: bool, window: int | None = None, chunk: int = DEFAULT_CHUNK
+) -> torch.Tensor:
     """The same attention in the inputs' own dtype (fp16/bf16 matmuls and softmax).
 
     What a plain same-precision implementation gets wrong: the numerics tier allows a
     kernel a small multiple of this baseline's error against ``ref_attention``.
     Shapes as ``ref_attention``; returns q.dtype.
     """
-    return _attention(q, k, v, causal, None, q.dtype, chunk)
+    return _attention(q, k, v, causal, window, None, q.dtype, chunk)

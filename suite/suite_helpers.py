@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from tilegate.artifacts.writer import record_numerics
+from tilegate.fixtures.shapes import baseline, reference
 from tilegate.gate.tile_site import dense_site
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
-from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
 from tilegate.testing.precompile import kind_builds
@@ -108,8 +108,8 @@ def judged(case, cfg, q, k, v, artifacts_dir, label="random", seed=0):
     The output starts as NaN: an element the kernel never writes fails the judge, whatever the
     memory held. ``seed``: the one the inputs were drawn with (tilegate.fixtures.inputs)."""
     out = flash_attention(case.shape, cfg, q, k, v, out=torch.full_like(q, float("nan")))
-    ref = ref_attention(q, k, v, causal=case.shape.causal)
-    verdict = judge(out, ref, ref_attention_lowp(q, k, v, causal=case.shape.causal), PREFILL_AXES)
+    ref = reference(case.shape, q, k, v)
+    verdict = judge(out, ref, baseline(case.shape, q, k, v), PREFILL_AXES)
     at = failure_row(verdict)
     site = "" if at is None else dense_site(
         at[1], q.shape[1], k.shape[1], case.shape.causal, cfg.block_m, cfg.block_n

@@ -51,10 +51,7 @@ def _local_gpu_params() -> list:
             head_dim,
             id=f"{name}-d{head_dim}",
             marks=pytest.mark.builds(
-                *(
-                    Build(name, shape, EVERY)
-                    for shape in shapes(head_dim, KERNELS[name].causal_variants)
-                )
+                *(Build(name, shape, EVERY) for shape in shapes(head_dim, KERNELS[name].masks))
             ),
         )
         for name in sorted(KERNELS)
@@ -72,7 +69,7 @@ def test_compiles_for_the_local_gpu(name, head_dim):
     configs = spec.config_tables[target][head_dim]
     assert configs, f"{name} has no {target} config for head_dim {head_dim}"
     for cfg in configs:
-        for shape in shapes(head_dim, spec.causal_variants):
+        for shape in shapes(head_dim, spec.masks):
             _builds_for_the_local_gpu(name, shape, cfg, target)
 
 
@@ -88,10 +85,7 @@ def _shipping_params() -> list:
             marks=[
                 pytest.mark.config_target(SHIPPING_TARGET),
                 pytest.mark.builds(
-                    *(
-                        Build(name, shape, cfg)
-                        for shape in shapes(head_dim, KERNELS[name].causal_variants)
-                    )
+                    *(Build(name, shape, cfg) for shape in shapes(head_dim, KERNELS[name].masks))
                 ),
             ],
         )
@@ -106,7 +100,7 @@ def _shipping_params() -> list:
 def test_gfx942_program_builds_for_the_local_gpu(name, head_dim, cfg):
     """The programs that ship on MI300X, lowered for whatever GPU runs the gate (cross-target on the
     H200): the numerics, paged, NaN and sanitizer tiers launch these builds."""
-    for shape in shapes(head_dim, KERNELS[name].causal_variants):
+    for shape in shapes(head_dim, KERNELS[name].masks):
         _builds_for_the_local_gpu(name, shape, cfg, SHIPPING_TARGET)
 
 

@@ -160,8 +160,13 @@ def test_missing_head_dim_table_names_what_exists():
             dict(q_heads=32, kv_heads=8, head_dim=128, causal=True, dtype="float32"),
             "dtype 'float32' unsupported",
         ),
+        (
+            dict(q_heads=32, kv_heads=8, head_dim=128, causal=False, window=127),
+            "sliding window 127: .* not a full mask's",
+        ),
+        (dict(q_heads=32, kv_heads=8, head_dim=128, causal=True, window=-1), "sliding window -1"),
     ],
-    ids=["head-dim-96", "gqa-32-7", "fp32"],
+    ids=["head-dim-96", "gqa-32-7", "fp32", "window-on-full-mask", "negative-window"],
 )
 def test_bad_shapes_raise_clear_errors(kwargs, message):
     with pytest.raises(ShapeError, match=message):
@@ -171,3 +176,4 @@ def test_bad_shapes_raise_clear_errors(kwargs, message):
 def test_shape_names_are_readable():
     assert AttentionShape(64, 8, 128, True, "bfloat16").name == "causal-gqa64x8-d128-bf16"
     assert AttentionShape(8, 8, 64, False).name == "full-mha8-d64-fp16"
+    assert AttentionShape(32, 8, 128, True, window=127).name == "swa127-gqa32x8-d128-fp16"

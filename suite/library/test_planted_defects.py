@@ -11,6 +11,7 @@ import pytest
 from tilegate.gate.planted import (
     PREFETCH_DEFECTS,
     WARPGROUP_DEFECTS,
+    WINDOW_DEFECTS,
     CombineDefect,
     ExtendDefect,
     PrefillDefect,
@@ -24,6 +25,7 @@ from tilegate.kernels.paged_extend import paged_extend
 from tilegate.kernels.problem import AttentionShape
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
+WINDOWED = AttentionShape(32, 8, 128, True, "float16", window=127)  # WINDOW_DEFECTS' code
 FAMILIES = {
     flash_fwd: PrefillDefect,
     paged_extend: ExtendDefect,
@@ -48,16 +50,24 @@ def _config(factory, defect=None):
 
 
 @functools.cache
-def _healthy(factory, cfg) -> str:
-    return factory(SHAPE, cfg).script()
+def _healthy(factory, cfg, shape=SHAPE) -> str:
+    return factory(shape, cfg).script()
 
 
 @pytest.mark.parametrize("factory, defect", EACH_DEFECT)
 def test_every_defect_plants_something_in_its_own_kernel(factory, defect):
     cfg = _config(factory, defect)
+    shape = WINDOWED if defect in WINDOW_DEFECTS else SHAPE
     knobs = knobs_for(defect, FAMILIES[factory], factory.__name__)
     assert not knobs.healthy
-    assert factory(SHAPE, cfg, knobs=knobs).script() != _healthy(factory, cfg)
+    assert factory(shape, cfg, knobs=knobs).script() != _healthy(factory, cfg, shape)
+
+
+@pytest.mark.parametrize("defect", WINDOW_DEFECTS)
+def test_a_window_defect_plants_nothing_in_a_shape_without_a_window(defect):
+    cfg = _config(flash_fwd, defect)
+    knobs = knobs_for(defect, PrefillDefect, "flash_fwd")
+    assert flash_fwd(SHAPE, cfg, knobs=knobs).script() == _healthy(flash_fwd, cfg)
 
 
 @pytest.mark.parametrize("factory", FAMILIES)

@@ -107,3 +107,43 @@ def test_32k_never_builds_a_full_score_matrix(monkeypatch):
     q, k, v = _inputs(b=1, sq=4096, sk=4096, hq=1, hkv=1, d=16, dtype=torch.float32)
     ref_attention(q, k, v, causal=True, chunk=512)
     assert max(seen) <= 512 * 4096
+
+
+def _masked_softmax(q, k, v, visible):
+    """Attention over an explicit [sq, sk] mask, in float64: the window's reference checked by
+    nothing the reference shares."""
+    groups = q.shape[2] // k.shape[2]
+    kh = k.double().repeat_interleave(groups, dim=2)
+    vh = v.double().repeat_interleave(groups, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), kh) * q.shape[3] ** -0.5
+    weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    return torch.einsum("bhqk,bkhd->bqhd", weights, vh)
+
+
+@pytest.mark.parametrize("window", [0, 1, 5, 20, 52, 100])
+def test_a_window_keeps_the_keys_at_most_window_before_the_diagonal(window):
+    q, k, v = _inputs(sq=37, sk=53)
+    rows = torch.arange(37)[:, None] + (53 - 37)  # bottom-right diagonal
+    keys = torch.arange(53)[None, :]
+    visible = (keys <= rows) & (rows <= keys + window)  # SGLang: q_id <= kv_id + window
+    want = _masked_softmax(q, k, v, visible)
+    got = ref_attention(q, k, v, causal=True, window=window, precision=torch.float64, chunk=7)
+    torch.testing.assert_close(got, want)
+
+
+def test_a_window_of_0_returns_each_rows_own_value_and_a_long_one_the_causal_output():
+    q, k, v = _inputs(sq=9, sk=9, hq=2, hkv=2)
+    own = ref_attention(q, k, v, causal=True, window=0, precision=torch.float64)
+    torch.testing.assert_close(own, v.double())
+    long = ref_attention(q, k, v, causal=True, window=8, precision=torch.float64)
+    torch.testing.assert_close(long, ref_attention(q, k, v, causal=True, precision=torch.float64))
+    assert not torch.allclose(
+        ref_attention(q, k, v, causal=True, window=7, precision=torch.float64), long
+    )
+
+
+@pytest.mark.parametrize("causal, window", [(False, 4), (True, -1)])
+def test_a_window_without_a_causal_mask_or_below_0_is_refused(causal, window):
+    q, k, v = _inputs()
+    with pytest.raises(ValueError, match="causal mask only"):
+        ref_attention(q, k, v, causal=causal, window=window)

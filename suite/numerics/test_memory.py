@@ -7,12 +7,16 @@ from suite_helpers import DEVICE, with_configs
 from tilegate.artifacts.writer import record_memory
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
+from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references import tolerances as tol
 from tilegate.runtime import flash_attention
 
 pytestmark = [pytest.mark.gpu]
-CASES = [RunCase(AttentionShape(*LLAMA3_8B, 128, True, "float16"), 32768, 32768)]
+CASES = [
+    RunCase(AttentionShape.masked(*LLAMA3_8B, 128, mask, "float16"), 32768, 32768)
+    for mask in PREFILL_MASKS
+]
 
 
 @pytest.mark.parametrize("case, cfg", with_configs(CASES))

@@ -5,12 +5,12 @@ import torch
 from suite_helpers import DEVICE, local_default_config
 
 from tilegate.fixtures.inputs import random_qkv
-from tilegate.fixtures.shapes import LLAMA3_8B, RunCase
-from tilegate.gate.planted import PrefillDefect, knobs_for
+from tilegate.fixtures.shapes import LLAMA3_8B, RunCase, baseline, reference
+from tilegate.gate.planted import WINDOW_DEFECTS, PrefillDefect, knobs_for
+from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.kernels.configs import configs_for
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import SHIPPING_TARGET
-from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
 from tilegate.testing.precompile import kind_builds
@@ -18,16 +18,21 @@ from tilegate.testing.precompile import kind_builds
 # Catalog lengths with a partial last key block (129 = 2 x 64 + 1, 3782 = 59 x 64 + 6).
 # A bug may hide at one length (dropping 6 of 3782 causal keys moved the output by 0.99
 # of the bound on the H200) and not at another: the tier fails if any case fails.
+# Every mask variant flash_fwd implements is a detection case.
 CASES = [
-    RunCase(AttentionShape(*LLAMA3_8B, 128, causal, "float16"), n, n)
-    for causal in (True, False)
+    RunCase(AttentionShape.masked(*LLAMA3_8B, 128, mask, "float16"), n, n)
+    for mask in PREFILL_MASKS
     for n in (129, 3782)
 ]
 DEFECTS = [
     PrefillDefect.WRONG_SCALE,
     PrefillDefect.CAUSAL_OFF_BY_ONE,
     PrefillDefect.DROP_LAST_BLOCK,
+    PrefillDefect.WINDOW_START_PAST_TILE_EDGE,
 ]
+# A defect in one variant's code, which only that variant's cases may catch: the cases without it
+# run the healthy program (the defect's hook is not built there).
+VARIANT_DEFECTS = {defect: lambda shape: shape.window is not None for defect in WINDOW_DEFECTS}
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.xdist_group("planted"),
@@ -42,14 +47,14 @@ pytestmark = [
 ]
 
 
-def _tier_failures(defect=None, cfg=None) -> list[str]:
+def _tier_failures(defect=None, cfg=None, cases=CASES) -> list[str]:
     """The detection cases that fail, with ``cfg`` (default: the local default config)."""
     failures = []
-    for case in CASES:
+    for case in cases:
         tile = cfg or local_default_config(case.shape.head_dim)
         q, k, v = random_qkv(case, DEVICE)
-        ref = ref_attention(q, k, v, causal=case.shape.causal)
-        base = ref_attention_lowp(q, k, v, causal=case.shape.causal)
+        ref = reference(case.shape, q, k, v)
+        base = baseline(case.shape, q, k, v)
         out = torch.full_like(q, float("nan"))  # an element the kernel leaves unwritten stays NaN
         verdict = judge(
             flash_attention(case.shape, tile, q, k, v, out=out, knobs=knobs_for(defect)), ref, base
@@ -68,6 +73,13 @@ def test_planted_bug_fails_the_numerics_tier(defect):
     failures = _tier_failures(defect)
     assert failures, f"{defect} passed every case"
     print(f"{defect} caught at:", *failures, sep="\n  ")
+
+
+@pytest.mark.parametrize("defect", VARIANT_DEFECTS)
+def test_a_variant_defect_leaves_the_other_variants_cases_passing(defect):
+    others = [case for case in CASES if not VARIANT_DEFECTS[defect](case.shape)]
+    assert others, f"every detection case has {defect}'s variant"
+    assert _tier_failures(defect, cases=others) == []
 
 
 # The shipping table's own bug: gfx942 configs store Out straight from registers (q_in_registers),

@@ -49,6 +49,9 @@ class PrefillDefect(Defect):
     # gfx942's direct store of Out from registers (q_in_registers) leaves the last query row
     # unwritten; configs that store through shared memory (sm90's) are unchanged (numerics tier)
     REGISTER_STORE_SKIPS_LAST_ROW = "register_store_skips_last_row"
+    # a sliding window's first key block rounded up: a row tile whose window opens inside a key
+    # block skips that block (numerics tier, windowed cases only)
+    WINDOW_START_PAST_TILE_EDGE = "window_start_past_tile_edge"
 
 
 class ExtendDefect(Defect):
@@ -82,6 +85,9 @@ class CombineDefect(Defect):
 # nowhere to plant them (paged_extend refuses the knobs for such a config).
 WARPGROUP_DEFECTS = (ExtendDefect.V_READ_BEFORE_READY, ExtendDefect.K_STAGE_RELEASED_EARLY)
 PREFETCH_DEFECTS = (ExtendDefect.PREFETCH_OVERWRITES_TILE_IN_USE,)
+# The prefill defects planted in a sliding window's code: a shape without a window builds the
+# healthy kernel with them, so only windowed cases can catch them.
+WINDOW_DEFECTS = (PrefillDefect.WINDOW_START_PAST_TILE_EDGE,)
 
 _KNOBS: dict[Defect, Knobs] = {
     PrefillDefect.SCALAR_GEMM: PrefillKnobs(scalar_gemm=True),
@@ -94,6 +100,7 @@ _KNOBS: dict[Defect, Knobs] = {
     PrefillDefect.SKIP_MIDDLE_BLOCK: PrefillKnobs(skip_middle_block=True),
     PrefillDefect.WRONG_SCALE_10PCT: PrefillKnobs(scale_factor=1.10),
     PrefillDefect.REGISTER_STORE_SKIPS_LAST_ROW: PrefillKnobs(unstored_last_rows=1),
+    PrefillDefect.WINDOW_START_PAST_TILE_EDGE: PrefillKnobs(window_start_rounds_up=True),
     ExtendDefect.PREFIX_OFF_BY_ONE: ExtendKnobs(prefix_shift=1),
     ExtendDefect.V_READ_BEFORE_READY: ExtendKnobs(skip_v_wait=True),
     ExtendDefect.K_STAGE_RELEASED_EARLY: ExtendKnobs(release_k_early=True),

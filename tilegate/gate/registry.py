@@ -22,14 +22,20 @@ from tilegate.kernels.configs import (
 from tilegate.kernels.flash_fwd import flash_fwd
 from tilegate.kernels.paged_decode import paged_decode_combine, paged_decode_split
 from tilegate.kernels.paged_extend import paged_extend
-from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.problem import CAUSAL, FULL, AttentionShape, Mask
+
+# The mask variants each kernel implements. Every tier reads its cases from these lists (compile
+# and ISA: tilegate.fixtures.compile_cases; numerics, drift, sanitize, stress and perf:
+# tilegate.fixtures.shapes), so a variant added here is built, judged and counted by each of them.
+PREFILL_MASKS = (CAUSAL, FULL, Mask(causal=True, window=127))
+SERVING_MASKS = (CAUSAL,)  # SGLang's extend and decode are causal
 
 
 @dataclass(frozen=True)
 class KernelSpec:
     factory: Callable
     config_tables: dict  # target -> head_dim -> configs
-    causal_variants: tuple = (True, False)  # SGLang's extend and decode are causal only
+    masks: tuple[Mask, ...] = SERVING_MASKS
     uses_mfma: bool = True
     wide_global_loads: bool = True
     one_thread_per_dim: bool = False  # launches head_dim threads, whatever the config says
@@ -40,18 +46,12 @@ class KernelSpec:
 
 
 KERNELS = {
-    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, defects=PrefillDefect),
-    "paged_extend": KernelSpec(
-        paged_extend,
-        EXTEND_TABLES,
-        causal_variants=(True,),
-        defects=ExtendDefect,
-    ),
-    "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES, causal_variants=(True,)),
+    "flash_fwd": KernelSpec(flash_fwd, CONFIG_TABLES, masks=PREFILL_MASKS, defects=PrefillDefect),
+    "paged_extend": KernelSpec(paged_extend, EXTEND_TABLES, defects=ExtendDefect),
+    "paged_decode_split": KernelSpec(paged_decode_split, DECODE_TABLES),
     "paged_decode_combine": KernelSpec(
         paged_decode_combine,
         DECODE_TABLES,
-        causal_variants=(True,),
         uses_mfma=False,
         wide_global_loads=False,
         one_thread_per_dim=True,

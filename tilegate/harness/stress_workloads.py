@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
+from tilegate.fixtures.shapes import baseline, reference
 from tilegate.fixtures.stress_cases import StressCase, dense_inputs, paged_inputs
 from tilegate.gate.planted import CombineDefect, Defect, ExtendDefect, PrefillDefect, knobs_for
-from tilegate.references.attention import ref_attention, ref_attention_lowp
 from tilegate.references.metrics import Verdict, judge
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
 from tilegate.runtime import flash_attention
@@ -46,9 +46,7 @@ def _prefill(case: StressCase, cfg, device: str, defect) -> StressWorkload:
 
     return StressWorkload(
         launch,
-        lambda o: judge(
-            o, ref_attention(q, k, v, causal=s.causal), ref_attention_lowp(q, k, v, causal=s.causal)
-        ),
+        lambda o: judge(o, reference(s, q, k, v), baseline(s, q, k, v)),
     )
 
 

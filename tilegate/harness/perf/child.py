@@ -29,14 +29,18 @@ import torch.nn.functional as F
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
+from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.harness.perf import protocol, timing
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
-from tilegate.kernels.problem import AttentionShape
+from tilegate.kernels.problem import CAUSAL, FULL, AttentionShape, Mask
 from tilegate.platform import detect, local_target
 from tilegate.serving import paged
 
 HEAD_DIM, DTYPE = 128, torch.float16
-PREFILL = ((3782, True), (8192, True), (32768, True), (32768, False))  # (seq, causal)
+# (seq, mask): causal and full, and every other mask variant of the family at 32768 tokens
+PREFILL = ((3782, CAUSAL), (8192, CAUSAL), (32768, CAUSAL), (32768, FULL)) + tuple(
+    (32768, mask) for mask in PREFILL_MASKS if mask not in (CAUSAL, FULL)
+)
 EXTEND = (8192, 3782)  # cached prefix, new tokens
 # (batch, context) over a scattered pool: the serving benchmark's shape (32 x 1024-1536, and 64),
 # and long contexts
@@ -66,10 +70,30 @@ class Slowdown:
         return slowed
 
 
-def attention_flops(seq_q: int, seq_k: int, causal: bool, heads: int) -> float:
-    """2 matmuls x 2 flops x q x k x d per head; causal keeps the visible (bottom-right) part."""
+def attention_flops(seq_q: int, seq_k: int, causal: bool, heads: int, window=None) -> float:
+    """2 matmuls x 2 flops x q x k x d per head; causal keeps the visible (bottom-right) part,
+    a sliding window at most window + 1 keys a row."""
     visible = seq_q * seq_k - (seq_q * (seq_q - 1) / 2 if causal else 0)
+    if window is not None:
+        rows = torch.arange(seq_q, dtype=torch.float64) + (seq_k - seq_q)
+        visible = float(torch.clamp(rows + 1, max=window + 1).sum())
     return 4.0 * heads * visible * HEAD_DIM
+
+
+def mask_name(mask: Mask) -> str:
+    return "causal" if mask == CAUSAL else "full" if mask == FULL else f"window {mask.window}"
+
+
+def sdpa_masked(q, k, v, mask: Mask):
+    """SDPA with ``mask``: is_causal where it is the plain causal or full mask, else an explicit
+    boolean mask (SDPA has no window of its own: it computes every block the window hides)."""
+    if mask.window is None:
+        return partial(sdpa, q, k, v, is_causal=mask.causal)
+    seq_q, seq_k = q.shape[1], k.shape[1]
+    rows = torch.arange(seq_q, device=q.device)[:, None] + (seq_k - seq_q)
+    keys = torch.arange(seq_k, device=q.device)[None, :]
+    visible = (keys <= rows) & (keys >= rows - mask.window)
+    return partial(sdpa, q, k, v, attn_mask=visible)
 
 
 def sdpa(q, k, v, **kw):
@@ -125,22 +149,23 @@ class Recorder:
 def prefill(rec: Recorder) -> None:
     q_heads, kv_heads = LLAMA3_8B
     g = torch.Generator(device="cuda").manual_seed(0)
-    for seq, causal in PREFILL:
-        shape = AttentionShape(q_heads, kv_heads, HEAD_DIM, causal, "float16")
+    for seq, mask in PREFILL:
+        shape = AttentionShape.masked(q_heads, kv_heads, HEAD_DIM, mask, "float16")
         q = torch.randn(1, seq, q_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
         k, v = (
             torch.randn(1, seq, kv_heads, HEAD_DIM, generator=g, device="cuda", dtype=DTYPE)
             for _ in "kv"
         )
-        name = f"{seq} {'causal' if causal else 'full'}"
-        flops = attention_flops(seq, seq, causal, q_heads)
+        name = f"{seq} {mask_name(mask)}"
+        flops = attention_flops(seq, seq, mask.causal, q_heads, mask.window)
         for cfg in configs_for(local_target(), HEAD_DIM, CONFIG_TABLES):
             kernel = partial(runtime.flash_attention, shape, cfg, q, k, v)
-            peer = partial(sdpa, q, k, v, is_causal=causal)
-            rec.pair("prefill", name, cfg.name, kernel, peer, flops, "TFLOP/s")
+            rec.pair(
+                "prefill", name, cfg.name, kernel, sdpa_masked(q, k, v, mask), flops, "TFLOP/s"
+            )
             aiter = aiter_attention()
-            if aiter is not None:
-                peer = partial(aiter, q, k, v, causal=causal)
+            if aiter is not None and mask.window is None:
+                peer = partial(aiter, q, k, v, causal=mask.causal)
                 rec.pair("prefill-vs-aiter", name, cfg.name, kernel, peer, flops, "TFLOP/s")
 
 

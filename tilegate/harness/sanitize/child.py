@@ -29,6 +29,7 @@ from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.gate.paths import cache_dir
 from tilegate.gate.planted import PrefillDefect, knobs_for
+from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.harness.sanitize import protocol
 from tilegate.harness.sanitize.asan_build import AsanHipCompile, asan_builds
 from tilegate.harness.workloads import launch_paged
@@ -81,8 +82,8 @@ def _prefill(
     knobs = knobs_for(defect, PrefillDefect, "flash_fwd")
     batch, heads = (LEAN_BATCH, LEAN_HEADS) if lean else (2, HEADS)
     for cfg in _configs(head_dim, CONFIG_TABLES, first_only or one, fewest_threads):
-        for causal in (True,) if one else (True, False):
-            shape = AttentionShape(*heads, head_dim, causal, DTYPE)
+        for mask in PREFILL_MASKS[:1] if one else PREFILL_MASKS:
+            shape = AttentionShape.masked(*heads, head_dim, mask, DTYPE)
             for seq_q, seq_k in PREFILL_LENGTHS[2:3] if one else PREFILL_LENGTHS:
 
                 def rand(seq, n_heads):
