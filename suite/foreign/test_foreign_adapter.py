@@ -281,7 +281,7 @@ def test_a_config_whose_threads_are_not_the_kernels_is_refused(builder, tmp_path
     its default) passed the ISA tier at 2.00 waves per SIMD, twice the kernel's 1.00: the tier
     counts waves from the adapter's threads. Fix: the compile and ISA tiers hold them to the code
     object's .max_flat_workgroup_size, naming the adapter's line."""
-    from tilegate.foreign.tiers import check_threads
+    from tilegate.testing.kernel_tiers import check_threads
 
     case = _gfx942_case(_scores_by_path(tmp_path, "threads", threads=256))
     obj = builder.code_object(case)

@@ -91,8 +91,8 @@ def test_a_mask_no_dense_case_exercises_is_refused_naming_the_line(adapter):
         discover([module])
     assert str(info.value).endswith(
         f"{path}:{line}: ForeignKernel 'bad': capabilities declare mask ['sparse-topk'], which no "
-        "case of family 'dense' exercises (its masks: causal, full); leave them out, or leave "
-        "family and launcher out for the CPU tiers only"
+        "case of family 'dense' exercises (its masks: causal, full, sliding-window); leave them "
+        "out, or leave family and launcher out for the CPU tiers only"
     )
 
 

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tilegate.foreign import dense, gpu, paged, tiers
+from tilegate.foreign import dense, gpu, paged
 from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.child import main as child_main
 from tilegate.gate.paths import REPO_ROOT
+from tilegate.testing import kernel_tiers as tiers
 
 TYPO = "full-mha16-d128-fp16-s129-randon"  # full-mha16-d128-fp16-s129-random, mistyped
 

@@ -48,7 +48,8 @@ def test_the_cases_are_the_gates_own_numerics_cases(adapter):
     assert {f"{r.name}-random" for r in numerics_cases()} <= set(names)
     assert {f"{r.name}-nan-padded" for r in nan_padding_cases()} <= set(names)
     adversarial = {f"{r.name}-{kind}" for r in adversarial_cases() for kind in dense.ADVERSARIAL}
-    assert len(adversarial) == 36 and adversarial <= set(names)
+    # 3 kinds x 18 runs: 2 dtypes x 3 masks (causal, full, a sliding window) x 3 lengths
+    assert len(adversarial) == 54 and adversarial <= set(names)
     lengths = {c.run.seq_k for c in gpu.family_cases(adapter.KERNELS[0])}
     assert {1, 17, 127, 3782, 8192, 32768, 3840} <= lengths
     # every twin stands beside the case it is the twin of
@@ -173,8 +174,8 @@ def test_the_sanitizer_child_runs_the_familys_named_cases(adapter):
         (
             {"masks": ("causal", "full", "sparse-topk")},
             "capabilities declare mask ['sparse-topk'], which no case of family 'dense' exercises"
-            " (its masks: causal, full); leave them out, or leave family and launcher out for "
-            "the CPU tiers only",
+            " (its masks: causal, full, sliding-window); leave them out, or leave family and "
+            "launcher out for the CPU tiers only",
         ),
         ({"head_dims": (64, 128, 256)}, "declare head_dim [256], which no case of family 'dense'"),
         ({"features": ("sink",)}, "which no case of family 'dense' exercises (its features: none)"),

@@ -1,9 +1,9 @@
-"""The foreign-kernel tiers (tilegate/foreign/tiers.py) on the kernels this run names: in the
+"""The foreign-kernel tiers (tilegate/testing/kernel_tiers.py) on the kernels this run names: in the
 gate's checkout, SGLang's TileLang kernels (pyproject.toml's tilegate_kernels). They build here
 only where SGLang 0.5.23 is installed: in .venv-sglang, which
 suite/foreign/test_foreign_kernels_venv.py runs them in."""
 
-from tilegate.foreign.tiers import (  # noqa: F401  (pytest collects the tests, and the hook, from here)
+from tilegate.testing.kernel_tiers import (  # noqa: F401  (pytest collects the tests, and the hook, from here)
     pytest_generate_tests,
     test_foreign_capabilities,
     test_foreign_compile,

@@ -17,10 +17,10 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.case import ForeignCase
-from tilegate.foreign.tiers import test_foreign_compile as compile_tier
-from tilegate.foreign.tiers import test_foreign_isa as isa_tier
 from tilegate.foreign.verdicts import KnownFinding
 from tilegate.gate.paths import REPO_ROOT
+from tilegate.testing.kernel_tiers import test_foreign_compile as compile_tier
+from tilegate.testing.kernel_tiers import test_foreign_isa as isa_tier
 
 pytestmark = pytest.mark.compile
 

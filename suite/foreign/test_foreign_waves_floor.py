@@ -16,10 +16,10 @@ from tilegate.foreign import (
     params,
 )
 from tilegate.foreign.case import ForeignCase
-from tilegate.foreign.tiers import test_foreign_isa as isa_tier
 from tilegate.foreign.verdicts import KnownFinding
 from tilegate.gate.paths import REPO_ROOT
 from tilegate.gfx942.isa_checks import MIN_WAVES_PER_SIMD
+from tilegate.testing.kernel_tiers import test_foreign_isa as isa_tier
 
 pytestmark = pytest.mark.isa
 

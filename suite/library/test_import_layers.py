@@ -54,8 +54,6 @@ for _tier in TIERS:
     ALLOWED[f"harness.{_tier}"] = ALLOWED["harness"] | {"harness"}
 # its sanitizer tier runs the sanitize driver
 ALLOWED["foreign"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}
-# foreign.tiers is a test module the plugin collects: it skips through skips.py as every test does
-SKIPS = "tilegate.testing.skips"
 ALLOWED["testing"] = set(ALLOWED) | {f"harness.{t}" for t in TIERS}
 
 
@@ -138,9 +136,7 @@ def bad_imports(module: str, path: Path) -> list[str]:
     return sorted(
         f"{name} ({layer_of(name)})"
         for name in tilegate_imports(path)
-        if layer_of(name) != mine
-        and layer_of(name) not in ALLOWED[mine]
-        and not (mine == "foreign" and name == SKIPS)
+        if layer_of(name) != mine and layer_of(name) not in ALLOWED[mine]
     )
 
 
@@ -247,3 +243,18 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_a_planted_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_test_lives_in_the_library():
+    """Tests live in suite/ and, for the tiers the plugin runs in a kernel repository, in the pytest
+    layer (tilegate.testing.kernel_tiers); a ``test_`` function anywhere else in the package would
+    be a test module inside the library."""
+    found = [
+        f"{module}.{node.name}"
+        for module, path in gate_modules().items()
+        if layer_of(module) != "testing"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name.startswith("test_")
+    ]
+    assert found == []

@@ -1,5 +1,5 @@
 """Runs a foreign kernel over its GPU family's cases, for a sanitizer to watch
-(tilegate.foreign.tiers.test_foreign_sanitizer):
+(tilegate.testing.kernel_tiers.test_foreign_sanitizer):
 
     python -m tilegate.foreign.child MODULE[:ATTR] KERNEL [CASE ...]
 

@@ -1,7 +1,8 @@
 """The dense prefill family: the gate's own numerics cases, run on a dense attention kernel from
 another package and judged as the gate's own prefill kernel is (suite/numerics/test_numerics.py).
 
-Cases: every RunCase of tilegate.fixtures.shapes.numerics_cases() (causal and full masks; GQA
+Cases: every RunCase of tilegate.fixtures.shapes.numerics_cases() (every mask of the gate's own
+prefill kernel: causal, full, sliding windows, a kernel without one skipping its cases by name; GQA
 32:8 and 64:8, MHA; head_dim 64 and 128; fp16 and bf16; 1 to 32768 tokens; queries at the end of
 the keys, as in chunked prefill; batches of 2 and 3), as
   random      standard normal q, k, v (tilegate.fixtures.inputs.random_qkv)
@@ -18,7 +19,7 @@ difference. 3840 is the one length here that is not the gate's own. Last, the de
 sanitizer cases of bf16 d128 and fp16 d64 that are not among these (DETERMINISM_CASES,
 SANITIZED_CASES: the fp16 d128 ones in each build's dtype and head_dim).
 Reference: references.attention.ref_attention (FP32); baseline: ref_attention_lowp (plain torch in
-the inputs' dtype); judge: references.metrics.judge.
+the inputs' dtype), each with the case's mask and window; judge: references.metrics.judge.
 
 An adapter's launcher is ``launcher(module, inputs)``, returning ``inputs.out`` or None: ``inputs``
 is an Inputs, and the kernel writes ``inputs.out`` (NaN until written: an element it never writes
@@ -62,11 +63,20 @@ ADVERSARIAL = {
 }
 KINDS = ("random", "nan-padded", *ADVERSARIAL)
 TAIL_TWIN = {3782: 3840}  # a length with a partial last key block -> one with none
+
+
+def mask_of(shape) -> str:
+    """The capability a case's mask needs: "causal", "full" or "sliding-window"."""
+    if shape.window is not None:
+        return "sliding-window"
+    return "causal" if shape.causal else "full"
+
+
 # What the cases exercise: a kernel declaring more is refused at load (a value no case can judge).
 EXERCISED = {
     "dtype": tuple(sorted({c.shape.dtype for c in numerics_cases()})),
     "head_dim": tuple(sorted({c.shape.head_dim for c in numerics_cases()})),
-    "mask": ("causal", "full"),
+    "mask": tuple(dict.fromkeys(mask_of(c.shape) for c in numerics_cases())),
 }
 
 
@@ -81,7 +91,7 @@ class Case:
 
     @property
     def mask(self) -> str:
-        return "causal" if self.run.shape.causal else "full"
+        return mask_of(self.run.shape)
 
 
 def _twins(runs: list[RunCase]) -> list[RunCase]:
@@ -227,6 +237,9 @@ class Inputs:
     v: torch.Tensor
     out: torch.Tensor  # like q, NaN: the kernel writes it
     causal: bool
+    # a sliding window (the case's mask is "sliding-window"): the query at position p sees keys
+    # p - window .. p (SGLang's sliding_window_size); None: none
+    window: int | None
     sm_scale: float
     # the buffer ``out`` is a view of: NaN past seq_q in a nan-padded case, else ``out`` itself
     out_buffer: torch.Tensor
@@ -247,7 +260,8 @@ def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
         buffer = out._base if out._base is not None else out
     else:
         buffer = out
-    return Inputs(q, k, v, out, case.run.shape.causal, case.run.shape.head_dim**-0.5, buffer)
+    shape = case.run.shape
+    return Inputs(q, k, v, out, shape.causal, shape.window, shape.head_dim**-0.5, buffer)
 
 
 def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
@@ -260,11 +274,11 @@ def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:
 
 
 def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
-    return ref_attention(x.q, x.k, x.v, causal=x.causal, scale=x.sm_scale)
+    return ref_attention(x.q, x.k, x.v, causal=x.causal, window=x.window, scale=x.sm_scale)
 
 
 def baseline(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
-    return ref_attention_lowp(x.q, x.k, x.v, causal=x.causal)
+    return ref_attention_lowp(x.q, x.k, x.v, causal=x.causal, window=x.window)
 
 
 def record_dtype(kernel: ForeignKernel, case: Case) -> str:

@@ -1,7 +1,7 @@
 """One GPU case of a foreign kernel, whatever its family: its inputs, the kernel's output, the FP32
 reference and the plain-torch baseline in the kernel's precision. Each call goes to the module of
 the kernel's family (spec.FAMILIES: tilegate.foreign.sparse_mla, tilegate.foreign.dense,
-tilegate.foreign.paged), which holds them; the tiers (tilegate/foreign/tiers.py) and the
+tilegate.foreign.paged), which holds them; the tiers (tilegate/testing/kernel_tiers.py) and the
 sanitizer's child call only this."""
 
 from __future__ import annotations

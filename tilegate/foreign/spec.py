@@ -90,7 +90,7 @@ class Capabilities:
 
     dtypes: tuple[str, ...]  # the KV operand's dtype: "bfloat16", "float8_e4m3"
     head_dims: tuple[int, ...]  # Q.K width (MLA: 576 = 512 latent + 64 rope)
-    masks: tuple[str, ...]  # "causal", "full", "sparse-topk"
+    masks: tuple[str, ...]  # "causal", "full", "sliding-window", "sparse-topk"
     compile_time: tuple[str, ...]  # the problem parameters fixed at build (the rest stay dynamic)
     features: tuple[str, ...] = ()  # optional inputs it takes: "sink", "topk-length"
 

@@ -1,5 +1,6 @@
-"""The foreign-kernel tiers (tilegate.foreign.tiers) in a run: the options that name kernels, and,
-in a project other than the gate's checkout, the tiers' module added to what pytest collected.
+"""The foreign-kernel tiers (tilegate.testing.kernel_tiers) in a run: the options that name
+kernels, and, in a project other than the gate's checkout, the tiers' module added to what pytest
+collected.
 
 The gate's own suite collects that module through suite/foreign/test_foreign_kernels.py. A kernel
 repository has no such file: when its run names foreign kernels (entry points of the
@@ -34,7 +35,8 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def add_tiers(session: pytest.Session, items: list[pytest.Item]) -> None:
-    """Collect tilegate.foreign.tiers into a kernel repository's run that names foreign kernels."""
+    """Collect tilegate.testing.kernel_tiers into a kernel repository's run that names foreign
+    kernels."""
     config = session.config
     if (
         config.rootpath == REPO_ROOT
@@ -42,7 +44,9 @@ def add_tiers(session: pytest.Session, items: list[pytest.Item]) -> None:
         or not _names_any(config)
     ):
         return
-    from tilegate.foreign import tiers  # imports torch: only a run that names kernels pays for it
+    from tilegate.testing import (
+        kernel_tiers as tiers,
+    )  # imports torch: only a run that names kernels pays for it
 
     if not tiers.selected(config):
         return
@@ -64,4 +68,4 @@ def _names_any(config: pytest.Config) -> bool:
 
 def _from_tiers(item: pytest.Item) -> bool:
     function = getattr(item, "function", None)
-    return getattr(function, "__module__", None) == "tilegate.foreign.tiers"
+    return getattr(function, "__module__", None) == "tilegate.testing.kernel_tiers"

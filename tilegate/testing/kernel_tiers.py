@@ -62,7 +62,7 @@ TARGET = "gfx942"
 AXES = {
     "dtype": ("float16", "bfloat16", "float8_e4m3", "v4-fp8"),
     "head_dim": (64, 128, 512, 576),
-    "mask": ("causal", "full", "sparse-topk"),
+    "mask": ("causal", "full", "sliding-window", "sparse-topk"),
     "feature": ("sink", "topk-length", "dual-cache"),
 }
 LAUNCHES = 3  # numerics judges the worst of these launches, and requires them to agree bit for bit
