@@ -130,6 +130,23 @@ def test_a_module_that_asks_for_the_gpu_at_import_lowers_with_at_import_answers(
     assert not torch.cuda.is_available(), "the answers outlived the import"
 
 
+def test_a_factory_that_asks_for_the_gpu_while_it_traces_lowers_with_the_same_answers():
+    # Symptom: at_import answered the import only; a factory reading the device in its body raised
+    # on a CPU. Fix: the answers stand while the factory traces each build too, and only then.
+    import torch
+
+    answers = {"torch.cuda.get_device_properties": MI300X["torch.cuda.get_device_properties"]}
+    kernel = usual_kernel("gpu_at_trace", M64, module="tilegate_usual_trace", at_import=answers)
+    torchs_own = torch.cuda.get_device_properties
+    # the factory picked gfx942's key block (64) while it traced: (64 + 64) x 128 x 2 B of LDS
+    assert lowered_lds(kernel, M64) == (32768, None)
+    # the answer did not outlive the trace: torch's own function is back
+    assert torch.cuda.get_device_properties is torchs_own
+    unanswered = usual_kernel("gpu_at_trace", M64, module="tilegate_usual_trace_unanswered")
+    with pytest.raises(ForeignKernelError, match=r"scores\(\*\(128,\), \*\*\{'block_m': 64"):
+        lowered_lds(unanswered, M64)
+
+
 def test_a_module_that_still_exits_at_import_is_one_error_naming_the_line():
     kernel = usual_kernel("gpu_at_import", M64, module="tilegate_usual_gpu_unanswered")
     for _ in range(2):  # a second load is refused the same way, not handed a half-run module

@@ -80,7 +80,10 @@ class ForeignCase:
         module = load_module(self.kernel)
         factory = getattr(module, self.kernel.factory)
         args, kwargs = self.problem.args, dict(self.cfg.kwargs)
-        with _module_globals(module, self.kernel.target_globals.get(self.target, {})):
+        target_globals = self.kernel.target_globals.get(self.target, {})
+        # the at_import answers stand while the factory traces too (a kernel may ask the GPU then),
+        # unless the build is for the GPU this process has, which answers for itself
+        with _module_globals(module, target_globals), _answers(self.kernel, target=self.target):
             try:
                 plain, get_tir, passes = unwrap_factory(factory)
                 prim = plain(*args, **kwargs)
@@ -144,7 +147,7 @@ def load_module(kernel: ForeignKernel) -> ModuleType:
     raised."""
     provenance = kernel.provenance
     try:
-        with _answers_at_import(kernel):
+        with _answers(kernel, first_import_only=True):
             return provenance.load()
     except ForeignKernelError:  # an at_import name that is not there
         raise
@@ -161,11 +164,16 @@ def load_module(kernel: ForeignKernel) -> ModuleType:
 
 
 @contextlib.contextmanager
-def _answers_at_import(kernel: ForeignKernel):
-    """ForeignKernel.at_import, in place while the kernel's module is first imported and removed
-    after: each dotted name's callable returns its value, whatever it is called with; a name that
-    is not callable is set to the value."""
-    if not kernel.at_import or kernel.provenance.module in sys.modules:
+def _answers(kernel: ForeignKernel, *, first_import_only: bool = False, target: str = ""):
+    """ForeignKernel.at_import, in place while the kernel's module is first imported
+    (``first_import_only``) or while its factory traces a build for ``target``, and removed after:
+    each dotted name's callable returns its value, whatever it is called with; a name that is not
+    callable is set to the value."""
+    if (
+        not kernel.at_import
+        or (first_import_only and kernel.provenance.module in sys.modules)
+        or (target and _local_target() == target)
+    ):
         yield
         return
     saved = []
@@ -179,6 +187,12 @@ def _answers_at_import(kernel: ForeignKernel):
     finally:
         for owner, name, before in reversed(saved):
             setattr(owner, name, before)
+
+
+def _local_target() -> str | None:
+    from tilegate.platform import detect  # imports torch: only for an adapter with answers
+
+    return detect().config_target
 
 
 def _answering(value):

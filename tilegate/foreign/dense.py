@@ -29,7 +29,7 @@ fails the judge), which is what the family judges.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,6 +47,7 @@ from tilegate.fixtures.shapes import (
     nan_padding_cases,
     numerics_cases,
 )
+from tilegate.foreign import per_case
 from tilegate.foreign.outputs import written_output
 from tilegate.references.attention import ref_attention, ref_attention_lowp
 
@@ -176,6 +177,8 @@ def refusal(kernel: ForeignKernel) -> str | None:
             "family 'dense' takes its shapes from the gate's own cases "
             "(tilegate/fixtures/shapes.py): leave gpu_shape out"
         )
+    if why := per_case.refusal(kernel):
+        return why
     caps = kernel.capabilities
     for axis, declared in (
         ("dtype", caps.dtypes),
@@ -212,6 +215,21 @@ def missing(kernel: ForeignKernel, case: Case) -> str | None:
     shape = case.run.shape
     return kernel.capabilities.left_out(
         kernel.name, dtype=shape.dtype, head_dim=shape.head_dim, mask=case.mask
+    ) or per_case.missing(kernel, case_shape(case))
+
+
+def case_shape(case: Case) -> per_case.CaseShape:
+    run, shape = case.run, case.run.shape
+    return per_case.CaseShape(
+        batch=run.batch,
+        seq_q=run.seq_q,
+        seq_k=run.seq_k,
+        q_heads=shape.q_heads,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        dtype=shape.dtype,
+        causal=shape.causal,
+        window=shape.window,
     )
 
 
@@ -243,6 +261,9 @@ class Inputs:
     sm_scale: float
     # the buffer ``out`` is a view of: NaN past seq_q in a nan-padded case, else ``out`` itself
     out_buffer: torch.Tensor
+    # the kernel built for this case (tilegate.foreign.per_case), where its adapter fixes sizes at
+    # compile time; None: the launcher runs the kernel its own way
+    compiled: Any = None
 
 
 def _padded(t: torch.Tensor) -> torch.Tensor:
@@ -261,7 +282,8 @@ def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
     else:
         buffer = out
     shape = case.run.shape
-    return Inputs(q, k, v, out, shape.causal, shape.window, shape.head_dim**-0.5, buffer)
+    built = per_case.compiled(kernel, case_shape(case)) if per_case.fixed(kernel) else None
+    return Inputs(q, k, v, out, shape.causal, shape.window, shape.head_dim**-0.5, buffer, built)
 
 
 def launch(kernel: ForeignKernel, module, x: Inputs) -> torch.Tensor:

@@ -276,9 +276,10 @@ class ForeignKernel:
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # What the kernel's module is answered while it is imported, where it asks the GPU at import
-    # (a CPU has none; sys.exit() without one): {"torch.cuda.get_device_name": "AMD Instinct
-    # MI300X"}. A callable returns the value, any other name is set to it; undone after the import.
+    # What the kernel's module is answered while it is imported and while its factory traces a
+    # build, where it asks the GPU then (a CPU has none; sys.exit() without one):
+    # {"torch.cuda.get_device_name": "AMD Instinct MI300X"}. A callable returns the value, any other
+    # name is set to it; undone after the import and after each trace.
     at_import: dict[str, Any] = field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     # The GPU tiers: the family of cases (FAMILIES), the launcher (its signature is the family's:
@@ -292,6 +293,10 @@ class ForeignKernel:
     kv_format: str = "bfloat16"
     gpu_shape: tuple[int, int, int, int] | None = None
     peer: Callable | None = None
+    # dense: where capabilities.compile_time fixes a case's sizes (batch, seq_q, seq_k, or seq: one
+    # length for Q and K), the factory's args for one case (tilegate.foreign.per_case.CaseShape ->
+    # args); the family builds the kernel per case and hands it to the launcher (inputs.compiled)
+    case_args: Callable | None = None
     # file:line of the adapter code that built this record: every declaration error names it
     declared_at: str = field(init=False, compare=False, repr=False)
 
@@ -328,6 +333,8 @@ class ForeignKernel:
             )
         if self.family is None and (self.launcher is not None or self.gpu_shape is not None):
             self._refuse("a launcher and a gpu_shape are for a GPU family: declare one")
+        if self.case_args is not None and self.family != "dense":
+            self._refuse("case_args builds the dense family's cases: declare family 'dense'")
         if self.family is not None and self.family not in FAMILIES:
             self._refuse(
                 f"family {self.family!r} has no GPU case set in the gate (families: "

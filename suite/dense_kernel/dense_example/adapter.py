@@ -88,3 +88,46 @@ TAIL_MASK_BUG = kernel(
     mask_tail=False,
     launcher=lambda module, x: launch(module, x, mask_tail=False),
 )
+
+
+def launch_built(module, x):
+    """The family built the kernel for this case (x.compiled): the launcher only calls it."""
+    x.compiled(x.q, x.k, x.v, x.out)
+    return x.out
+
+
+def fixed_sizes(name: str, *, mask_tail: bool = True) -> ForeignKernel:
+    """The example with one length for Q and K and the batch fixed at compile time, as TileLang's
+    AMD flash-attention example builds: the family compiles it per case (case_args)."""
+    masks = ("causal", "full")
+    problems = tuple(
+        Problem(
+            f"d128-fp16-{mask}-s3782-b1",
+            dtype="float16",
+            head_dim=128,
+            mask=mask,
+            args=(128, "float16", mask == "causal", 3782, 1),
+            shape=params(seq=3782, batch=1),
+        )
+        for mask in masks
+    )
+    return ForeignKernel(
+        name=name,
+        provenance=SOURCE,
+        factory="flash_fwd",
+        configs={t: (config(*tiles, mask_tail),) for t, tiles in TILES.items()},
+        problems=problems,
+        capabilities=Capabilities(
+            dtypes=("float16",), head_dims=(128,), masks=masks, compile_time=("seq", "batch")
+        ),
+        isa=IsaExpectations(mfma_input="float16", wide_global_loads=True, min_waves_per_simd=1.0),
+        lds_estimate=lds,
+        family="dense",
+        launcher=launch_built,
+        case_args=lambda s: (s.head_dim, s.dtype, s.causal, s.seq_k, s.batch),
+    )
+
+
+FIXED_SIZES = fixed_sizes("dense-example-fixed-sizes")
+# the same, with the planted tail-mask bug: the per-case builds must be judged, not only run
+FIXED_SIZES_TAIL_MASK_BUG = fixed_sizes("dense-example-fixed-sizes-tail-bug", mask_tail=False)

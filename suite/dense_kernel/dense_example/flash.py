@@ -1,11 +1,12 @@
 """Flash-attention forward for prefill, [batch, seq, heads, head_dim], as one TileLang factory.
 
 Batch, both lengths and both head counts are dynamic: a build is fixed by head_dim, dtype and the
-mask only. Query rows are the last seq_q of the seq_k keys (chunked prefill): with ``causal`` row i
-sees keys 0 .. i + seq_k - seq_q. Q @ K^T and P @ V accumulate in fp32; softmax runs online in
-base 2. ``mask_tail=False`` is a planted bug for the gate's tests: keys at or past seq_k in the
-last, partial key block are not masked, so the zeros a bounded copy leaves there join the softmax
-of a full mask (a causal mask hides them anyway).
+mask only, unless ``seq`` (one length for Q and K) and ``batch`` fix those at compile time, as
+TileLang's AMD flash-attention example does. Query rows are the last seq_q of the seq_k keys
+(chunked prefill): with ``causal`` row i sees keys 0 .. i + seq_k - seq_q. Q @ K^T and P @ V
+accumulate in fp32; softmax runs online in base 2. ``mask_tail=False`` is a planted bug for the
+gate's tests: keys at or past seq_k in the last, partial key block are not masked, so the zeros a
+bounded copy leaves there join the softmax of a full mask (a causal mask hides them anyway).
 """
 
 # No `from __future__ import annotations`: TileLang reads the T.Tensor hints.
@@ -19,6 +20,8 @@ def flash_fwd(
     head_dim: int,
     dtype: str,
     causal: bool,
+    seq: int | None = None,
+    batch: int | None = None,
     *,
     block_m: int,
     block_n: int,
@@ -27,7 +30,8 @@ def flash_fwd(
 ):
     fp32 = "float32"
     scale = head_dim**-0.5 * LOG2_E  # exp(x / sqrt(d)) as exp2(x * scale)
-    batch, seq_q, seq_k = T.dynamic("batch, seq_q, seq_k")
+    batch = T.dynamic("batch") if batch is None else batch
+    seq_q, seq_k = T.dynamic("seq_q, seq_k") if seq is None else (seq, seq)
     heads, kv_heads = T.dynamic("heads, kv_heads")
     rows = [batch, seq_q, heads, head_dim]
     keys = [batch, seq_k, kv_heads, head_dim]
