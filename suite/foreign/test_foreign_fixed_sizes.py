@@ -47,7 +47,8 @@ def test_fixed_sizes_and_case_args_must_come_together(example):
         dataclasses.replace(kernel, case_args=None)
     dynamic = dataclasses.replace(kernel.capabilities, compile_time=())
     with pytest.raises(ForeignKernelError, match="case_args builds per case, and capabilities"):
-        dataclasses.replace(kernel, capabilities=dynamic, problems=(), configs={})
+        problems = tuple(dataclasses.replace(p, shape=()) for p in kernel.problems)
+        dataclasses.replace(kernel, capabilities=dynamic, problems=problems)
 
 
 def test_the_family_builds_each_case_with_its_sizes_fixed(example):

@@ -38,14 +38,16 @@ def _config(block_m: int, block_n: int) -> Config:
     return Config(f"m{block_m}n{block_n}", kwargs=kwargs, threads=128)
 
 
-def usual_kernel(source: str, *configs: Config, module: str = "", **fields) -> ForeignKernel:
+def usual_kernel(
+    source: str, *configs: Config, module: str = "", factory: str = "scores", **fields
+) -> ForeignKernel:
     """An adapter for a module of suite/foreign/usual/ (imported as ``module``), its factory
     named as written."""
     module = module or f"tilegate_usual_{source}"
     return ForeignKernel(
         name=f"usual-{source}",
         provenance=Provenance(module, path=str(USUAL / f"{source}.py")),
-        factory="scores",
+        factory=factory,
         configs={"gfx942": configs},
         problems=(PROBLEM,),
         capabilities=CAPS,
@@ -130,21 +132,28 @@ def test_a_module_that_asks_for_the_gpu_at_import_lowers_with_at_import_answers(
     assert not torch.cuda.is_available(), "the answers outlived the import"
 
 
+COPY, T128 = "staged_copy", Config("t128", kwargs=params(threads=128), threads=128)
+
+
 def test_a_factory_that_asks_for_the_gpu_while_it_traces_lowers_with_the_same_answers():
     # Symptom: at_import answered the import only; a factory reading the device in its body raised
     # on a CPU. Fix: the answers stand while the factory traces each build too, and only then.
     import torch
 
     answers = {"torch.cuda.get_device_properties": MI300X["torch.cuda.get_device_properties"]}
-    kernel = usual_kernel("gpu_at_trace", M64, module="tilegate_usual_trace", at_import=answers)
+    kernel = usual_kernel(
+        "gpu_at_trace", T128, module="tilegate_usual_trace", factory=COPY, at_import=answers
+    )
     torchs_own = torch.cuda.get_device_properties
-    # the factory picked gfx942's key block (64) while it traced: (64 + 64) x 128 x 2 B of LDS
-    assert lowered_lds(kernel, M64) == (32768, None)
+    # the factory picked gfx942's row block (64) while it traced: 64 x 128 x 2 B of LDS
+    assert lowered_lds(kernel, T128) == (16384, None)
     # the answer did not outlive the trace: torch's own function is back
     assert torch.cuda.get_device_properties is torchs_own
-    unanswered = usual_kernel("gpu_at_trace", M64, module="tilegate_usual_trace_unanswered")
-    with pytest.raises(ForeignKernelError, match=r"scores\(\*\(128,\), \*\*\{'block_m': 64"):
-        lowered_lds(unanswered, M64)
+    unanswered = usual_kernel(
+        "gpu_at_trace", T128, module="tilegate_usual_trace_unanswered", factory=COPY
+    )
+    with pytest.raises(ForeignKernelError, match=r"staged_copy\(\*\(128,\), \*\*\{'threads'"):
+        lowered_lds(unanswered, T128)
 
 
 def test_a_module_that_still_exits_at_import_is_one_error_naming_the_line():

@@ -43,7 +43,9 @@ def config(block_m: int, block_n: int, threads: int, mask_tail: bool) -> Config:
     return Config(f"m{block_m}n{block_n}t{threads}", kwargs=tiles, threads=threads)
 
 
-def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch):
+def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch, **fixed_sizes):
+    """``fixed_sizes``: compile_time and case_args, for a build whose lengths are fixed."""
+    compile_time = fixed_sizes.pop("compile_time", ())
     return ForeignKernel(
         name=name,
         provenance=SOURCE,
@@ -51,7 +53,10 @@ def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch)
         configs={t: (config(*tiles, mask_tail),) for t, tiles in TILES.items()},
         problems=problems,
         capabilities=Capabilities(
-            dtypes=(dtype,), head_dims=head_dims, masks=("causal", "full"), compile_time=()
+            dtypes=(dtype,),
+            head_dims=head_dims,
+            masks=("causal", "full"),
+            compile_time=compile_time,
         ),
         isa=IsaExpectations(
             mfma_input=dtype,
@@ -61,6 +66,7 @@ def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch)
         lds_estimate=lds,
         family="dense",
         launcher=launcher,
+        **fixed_sizes,
     )
 
 
@@ -99,7 +105,6 @@ def launch_built(module, x):
 def fixed_sizes(name: str, *, mask_tail: bool = True) -> ForeignKernel:
     """The example with one length for Q and K and the batch fixed at compile time, as TileLang's
     AMD flash-attention example builds: the family compiles it per case (case_args)."""
-    masks = ("causal", "full")
     problems = tuple(
         Problem(
             f"d128-fp16-{mask}-s3782-b1",
@@ -109,21 +114,16 @@ def fixed_sizes(name: str, *, mask_tail: bool = True) -> ForeignKernel:
             args=(128, "float16", mask == "causal", 3782, 1),
             shape=params(seq=3782, batch=1),
         )
-        for mask in masks
+        for mask in ("causal", "full")
     )
-    return ForeignKernel(
-        name=name,
-        provenance=SOURCE,
-        factory="flash_fwd",
-        configs={t: (config(*tiles, mask_tail),) for t, tiles in TILES.items()},
-        problems=problems,
-        capabilities=Capabilities(
-            dtypes=("float16",), head_dims=(128,), masks=masks, compile_time=("seq", "batch")
-        ),
-        isa=IsaExpectations(mfma_input="float16", wide_global_loads=True, min_waves_per_simd=1.0),
-        lds_estimate=lds,
-        family="dense",
+    return kernel(
+        name,
+        "float16",
+        problems,
+        (128,),
+        mask_tail=mask_tail,
         launcher=launch_built,
+        compile_time=("seq", "batch"),
         case_args=lambda s: (s.head_dim, s.dtype, s.causal, s.seq_k, s.batch),
     )
 
