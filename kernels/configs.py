@@ -295,7 +295,7 @@ class DecodeConfig:
 # per CU), n64w4 (one workgroup of 4 waves).
 # The earlier n32w1s32 / n64w2s8 held 64 KiB / 2 waves per CU: 0.5 waves per SIMD at d128.
 #
-# Order (docs/isa.md, "Decode on gfx942"; tilegate/gfx942/decode_choice.py ORDER_RULE): every
+# Order (docs/isa.md, "Decode on gfx942"; tilegate/gate/decode_choice.py ORDER_RULE): every
 # config here meets the waves-per-SIMD floor, so fewest llvm-mca cycles per key comes first. Each
 # wave takes 16 keys an iteration in all three, and the one-wave loop is the cheapest at both
 # head_dims (fp16: 24.6 / 26 / 27.5 cycles a key at d64, 42.3 / 44.1 / 46.7 at d128) and has no

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/isa.md's gfx942 decode table (tilegate/gfx942/decode_choice.py): builds the split
+"""Write docs/isa.md's gfx942 decode table (tilegate/gate/decode_choice.py): builds the split
 kernel for each decode config and candidate (fp16, d64 and d128; a warm cache takes seconds, a
 cold one about a minute a build) and reads their figures. With --check, change nothing and exit 1
 if the table differs. TileLang's lowering depends on the hash seed: this runs at the gate's (0).

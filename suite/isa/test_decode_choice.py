@@ -1,5 +1,5 @@
 """gfx942's decode table order follows the figures of these builds
-(tilegate/gfx942/decode_choice.py): the split kernel of every decode config and one-wave
+(tilegate/gate/decode_choice.py): the split kernel of every decode config and one-wave
 candidate, fp16, d64 and d128."""
 
 import pytest

@@ -1,9 +1,9 @@
-"""gfx942's decode table follows the figures docs/isa.md shows (tilegate/gfx942/decode_choice.py),
+"""gfx942's decode table follows the figures docs/isa.md shows (tilegate/gate/decode_choice.py),
 on the CPU: no build. suite/isa/test_decode_choice.py holds those figures to the builds."""
 
 from dataclasses import replace
 
-from tilegate.gfx942.decode_choice import (
+from tilegate.gate.decode_choice import (
     CANDIDATES,
     documented,
     documented_figures,
