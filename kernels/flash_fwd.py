@@ -154,7 +154,8 @@ def flash_fwd(shape: AttentionShape, cfg: TileConfig, *, knobs: PrefillKnobs | N
 
     policy = T.GemmWarpPolicy.FullRow
     qk = qk_scores(policy, scalar_loops=knobs.scalar_gemm)
-    update = softmax_update(log2_scale)
+    # under a sliding window, the first block a tile loads holds keys its first rows see only
+    update = softmax_update(log2_scale, rows_may_see_nothing=shape.window is not None)
     accumulate = accumulate_pv(acc, policy, cfg.v_transposed, scalar_loops=knobs.scalar_gemm)
     alloc_p_tile = p_scratch(knobs.scalar_gemm)
     stage_v = stage_v_tile(cfg.v_transposed)

@@ -113,9 +113,14 @@ def qk_scores(policy, *, scalar_loops: bool = False):
     return qk_by_loops if scalar_loops else qk
 
 
-def softmax_update(scale_log2: float):
+def softmax_update(scale_log2: float, *, rows_may_see_nothing: bool = False):
     """Fold one block of ``scores`` into the running statistics; leaves P in ``scores`` and
-    ``probs``."""
+    ``probs``. ``rows_may_see_nothing``: a row may have seen no key yet after this block (a
+    sliding window's first block holds keys only its first rows see): its max stays -inf, and is
+    taken as 0 in the exponents, so that its P and rescale are 0, not exp2(-inf + inf) = NaN."""
+
+    def shift(m):
+        return T.if_then_else(m == -T.infinity(FP32), 0, m) if rows_may_see_nothing else m
 
     @T.macro
     def update(scores, probs, row_max, row_max_prev, rescale, block_sum, row_sum):
@@ -124,10 +129,10 @@ def softmax_update(scale_log2: float):
         T.reduce_max(scores, row_max, dim=1, clear=False)
         for i in T.Parallel(rows):
             row_max[i] = T.max(row_max[i], row_max_prev[i])
-            rescale[i] = T.exp2(row_max_prev[i] * scale_log2 - row_max[i] * scale_log2)
+            rescale[i] = T.exp2(row_max_prev[i] * scale_log2 - shift(row_max[i]) * scale_log2)
         # x * s - m * s: one fused multiply-add per score (m * s is computed once per row)
         for i, j in T.Parallel(rows, cols):
-            scores[i, j] = T.exp2(scores[i, j] * scale_log2 - row_max[i] * scale_log2)
+            scores[i, j] = T.exp2(scores[i, j] * scale_log2 - shift(row_max[i]) * scale_log2)
         T.reduce_sum(scores, block_sum, dim=1)
         for i in T.Parallel(rows):
             row_sum[i] = row_sum[i] * rescale[i] + block_sum[i]

@@ -32,8 +32,8 @@ def main() -> int:
     args = parser.parse_args()
     import tilelang
 
+    from tilegate.gate import decode_choice as dc
     from tilegate.gate.builder import KernelBuilder
-    from tilegate.gfx942 import decode_choice as dc
     from tilegate.gfx942.toolchain import find_toolchain
 
     found = (tilelang.__version__, find_toolchain().kind)

@@ -5,7 +5,7 @@ candidate, fp16, d64 and d128."""
 import pytest
 import tilelang
 
-from tilegate.gfx942 import decode_choice as dc
+from tilegate.gate import decode_choice as dc
 from tilegate.gfx942.toolchain import find_toolchain
 
 
