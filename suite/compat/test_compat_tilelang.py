@@ -98,6 +98,7 @@ def test_compile_and_isa_tiers_under_tilelang_0_1_12(
         f"under TileLang 0.1.12 ({tv.venv_python('0.1.12')}), log {result.log}:\n"
         + "\n".join(problems)
         + "\nif an ISA change is meant, re-record both versions' "
-        'snapshots: pytest -m "isa or compat" --update-golden --golden-reason="why, in one line"'
+        'snapshots: pytest -m "isa or (compat and nested)" --update-golden '
+        '--golden-reason="why, in one line"'
     )
     assert result.passed, f"no test ran under TileLang 0.1.12: {result.log}"
