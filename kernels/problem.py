@@ -1,8 +1,8 @@
 """The attention problem a kernel is built for: heads, head_dim, dtype, masking.
 
 A mask variant is a field here with a default that changes nothing, a line in the kernels' mask
-and one in the reference: the gate's tiers read their cases from the variant lists in
-tilegate.fixtures (shapes.py), so a variant listed there is compiled, judged and counted by every
+and one in the reference: the gate's tiers read their cases from each kernel's list of masks
+(tilegate/gate/registry.py), so a variant listed there is compiled, judged and counted by every
 tier without another edit.
 """
 
@@ -73,10 +73,6 @@ class AttentionShape:
     @classmethod
     def masked(cls, q_heads: int, kv_heads: int, head_dim: int, mask: Mask, dtype: str):
         return cls(q_heads, kv_heads, head_dim, mask.causal, dtype, mask.window)
-
-    @property
-    def mask(self) -> Mask:
-        return Mask(self.causal, self.window)
 
     @property
     def groups(self) -> int:

@@ -230,6 +230,7 @@ def case_shape(case: Case) -> per_case.CaseShape:
         dtype=shape.dtype,
         causal=shape.causal,
         window=shape.window,
+        mask=case.mask,
     )
 
 

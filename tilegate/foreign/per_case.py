@@ -32,6 +32,7 @@ class CaseShape:
     dtype: str
     causal: bool
     window: int | None
+    mask: str  # the capability the case needs: "causal", "full" or "sliding-window"
 
 
 def fixed(kernel: ForeignKernel) -> tuple[str, ...]:
@@ -70,14 +71,12 @@ def case_build(kernel: ForeignKernel, shape: CaseShape, target: str) -> ForeignC
     configs = kernel.configs.get(target, ())
     if not configs:
         raise ValueError(f"{kernel.name} has no {target} config to build its cases with")
-    mask = "causal" if shape.causal else "full"
-    args = tuple(kernel.case_args(shape))
     problem = Problem(
         f"b{shape.batch}-q{shape.seq_q}-k{shape.seq_k}",
         dtype=shape.dtype,
         head_dim=shape.head_dim,
-        mask="sliding-window" if shape.window is not None else mask,
-        args=args,
+        mask=shape.mask,
+        args=tuple(kernel.case_args(shape)),
     )
     return ForeignCase.of(kernel, problem, configs[0], target)
 
