@@ -62,6 +62,13 @@ class Verdict:
     axes: tuple[str, ...] = ()  # the output's axis names, for the messages (default: i0, i1, ...)
     context: str = ""  # what the caller adds: the site in the tiling, the seed, a command
 
+    @property
+    def failure_index(self) -> tuple[int, ...] | None:
+        """The element a failure points at: the first NaN/Inf, else the worst one."""
+        if self.nonfinite is not None:
+            return self.nonfinite.first[0]
+        return self.worst.index if self.worst is not None else None
+
     def at(self, index: tuple[int, ...]) -> str:
         # a row's index is the axes but the last
         names = self.axes[: len(index)] if len(self.axes) >= len(index) else ()

@@ -18,13 +18,13 @@ import torch
 
 from tilegate.artifacts.writer import record_numerics
 from tilegate.fixtures.shapes import baseline, reference
+from tilegate.gate.builds import kind_builds
 from tilegate.gate.tile_site import dense_site
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
-from tilegate.testing.precompile import kind_builds
 from tilegate.testing.reproduce import command as reproduce_command
 from tilegate.testing.reproduce import current_test_id
 
@@ -42,7 +42,7 @@ def build_params(cases) -> list:
 
 def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd"):
     """pytest params: every case x every config of every target for its head_dim. ``kind`` is the
-    kernel family the test launches (tilegate.testing.precompile.kind_builds)."""
+    kernel family the test launches (tilegate.gate.builds.kind_builds)."""
     params = []
     for target in tables:
         for case in cases:
@@ -63,7 +63,7 @@ def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd")
 
 def causal_builds(heads: int, kv_heads: int, head_dim: int, *kinds: str, **options):
     """The builds mark of a test that launches, in fp16 and bf16, causal, the local default config
-    of each kernel family in ``kinds`` (tilegate.testing.precompile.kind_builds)."""
+    of each kernel family in ``kinds`` (tilegate.gate.builds.kind_builds)."""
     shapes = [
         AttentionShape(heads, kv_heads, head_dim, True, dtype) for dtype in ("float16", "bfloat16")
     ]
@@ -78,13 +78,6 @@ PREFILL_AXES = ("batch", "row", "head", "col")
 def table_target(cfg, head_dim: int, tables=CONFIG_TABLES) -> str:
     """The target whose config table holds ``cfg`` (a gfx942 config also runs on the H200)."""
     return next(t for t in tables if cfg in tables[t].get(head_dim, ()))
-
-
-def failure_row(verdict) -> int | None:
-    """The row a failure points at: the first with NaN/Inf, else the worst element's."""
-    if verdict.nonfinite is not None:
-        return verdict.nonfinite.first[0]
-    return verdict.worst.index if verdict.worst is not None else None
 
 
 def with_context(verdict, artifacts_dir, name, dtype, *, site, seed, target):
@@ -110,7 +103,7 @@ def judged(case, cfg, q, k, v, artifacts_dir, label="random", seed=0):
     out = flash_attention(case.shape, cfg, q, k, v, out=torch.full_like(q, float("nan")))
     ref = reference(case.shape, q, k, v)
     verdict = judge(out, ref, baseline(case.shape, q, k, v), PREFILL_AXES)
-    at = failure_row(verdict)
+    at = verdict.failure_index
     site = "" if at is None else dense_site(
         at[1], q.shape[1], k.shape[1], case.shape.causal, cfg.block_m, cfg.block_n
     )  # fmt: skip

@@ -7,10 +7,10 @@ import pytest
 from suite_helpers import build_params
 
 from tilegate.fixtures.compile_cases import cases, shapes
+from tilegate.gate.builds import EVERY, Build
 from tilegate.gate.registry import KERNELS
 from tilegate.kernels.configs import TARGETS
 from tilegate.platform import SHIPPING_TARGET
-from tilegate.testing.precompile import EVERY, Build
 
 GFX942_CASES = cases("gfx942")
 

@@ -9,11 +9,11 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
+from tilegate.gate.builds import kind_builds
 from tilegate.gate.planted import PrefillDefect
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import compare
-from tilegate.testing.precompile import kind_builds
 
 HEADS = (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim)
 pytestmark = [

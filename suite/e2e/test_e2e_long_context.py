@@ -29,11 +29,11 @@ from tilegate.fixtures.retrieval_layout import (
     span_start,
     straddling_span_at,
 )
+from tilegate.gate.builds import Build, kind_builds
 from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.kernels.problem import AttentionShape
 from tilegate.references.agreement import LOGPROB_MULTIPLE, compare, max_shift
-from tilegate.testing.precompile import Build, kind_builds
 
 DEVICE = "cuda"
 LENGTHS = (3782, 8192, 32768)

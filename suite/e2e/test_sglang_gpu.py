@@ -21,6 +21,7 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import sglang_gpu_plan as plan
 from tilegate.fixtures.long_context_llama import SPEC as LONG_SPEC
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
+from tilegate.gate.builds import Build, kind_builds
 from tilegate.gate.planted import CombineDefect, ExtendDefect, knobs_for
 from tilegate.harness.sglang.driver import EngineRun
 from tilegate.harness.sglang.observations import served
@@ -36,7 +37,6 @@ from tilegate.references.peer_bound import (
     judge_prompt,
     table_lines,
 )
-from tilegate.testing.precompile import Build, kind_builds
 
 assert (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim) == (
     LONG_SPEC.heads,

@@ -2,14 +2,15 @@
 without fp16 or head_dim 128 gets cases in each dtype and head_dim it builds, not a tier of
 capability skips; a case name that no case of the family carries is an error naming it, the
 kernel and the nearest cases, not a tier that skips or a child that runs nothing. The kernels are
-the worked examples' (suite/dense_kernel, suite/paged_self)."""
+the dense worked example's (suite/dense_kernel) and the gate's own paged ones
+(tilegate/foreign/own.py)."""
 
 import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
-from tilegate.foreign import dense, gpu, paged
+from tilegate.foreign import dense, gpu, own, paged
 from tilegate.foreign.child import child_cases, chosen_cases
 from tilegate.foreign.child import main as child_main
 from tilegate.gate.paths import REPO_ROOT
@@ -20,13 +21,12 @@ TYPO = "full-mha16-d128-fp16-s129-randon"  # full-mha16-d128-fp16-s129-random, m
 
 @pytest.fixture(scope="module")
 def kernels():
-    """The dense example's kernels and the gate's own paged kernels as adapters, by name."""
+    """The dense example's kernels and the gate's own paged kernels, by name."""
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(REPO_ROOT / "suite" / "dense_kernel"))
         import dense_example.adapter
-        import paged_self.adapter  # suite/ is on pytest's pythonpath
 
-        found = [*dense_example.adapter.KERNELS, *paged_self.adapter.KERNELS]
+        found = [*dense_example.adapter.KERNELS, own.EXTEND, own.DECODE]
         yield {k.name: k for k in found}
 
 
@@ -35,11 +35,15 @@ def _only(kernel, dtype: str, head_dim: int):
     one declares (a d64-only kernel, say)."""
     problems = tuple(p for p in kernel.problems if (p.dtype, p.head_dim) == (dtype, head_dim))
     caps = dataclasses.replace(kernel.capabilities, dtypes=(dtype,), head_dims=(head_dim,))
-    floors = kernel.isa.min_waves_per_simd
-    isa = dataclasses.replace(kernel.isa, min_waves_per_simd={head_dim: floors[head_dim]})
-    return dataclasses.replace(
-        kernel, name=f"{kernel.name}-d{head_dim}", problems=problems, capabilities=caps, isa=isa
-    )
+    isa = kernel.isa
+    if isa is not None:
+        floors = isa.min_waves_per_simd
+        isa = dataclasses.replace(isa, min_waves_per_simd={head_dim: floors[head_dim]})
+    name = f"{kernel.name}-{SHORT[dtype]}-d{head_dim}"
+    return dataclasses.replace(kernel, name=name, problems=problems, capabilities=caps, isa=isa)
+
+
+SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 
 
 # Each kernel's builds; none but the first two fp16 ones is fp16 at head_dim 128.
@@ -47,11 +51,11 @@ BUILDS = {
     "dense-example-fp16": None,  # fp16 d128 and d64
     "dense-example-bf16": None,  # bf16 only: the example of the gap
     "dense-example-fp16-d64": ("dense-example-fp16", "float16", 64),
-    "paged-self-extend-fp16": None,  # fp16 d128 and d64
-    "paged-self-extend-bf16": None,
-    "paged-self-decode-bf16": None,
-    "paged-self-extend-fp16-d64": ("paged-self-extend-fp16", "float16", 64),
-    "paged-self-decode-fp16-d64": ("paged-self-decode-fp16", "float16", 64),
+    "gate-extend-fp16-d128": ("gate-extend", "float16", 128),
+    "gate-extend-bf16-d128": ("gate-extend", "bfloat16", 128),
+    "gate-decode-bf16-d128": ("gate-decode", "bfloat16", 128),
+    "gate-extend-fp16-d64": ("gate-extend", "float16", 64),
+    "gate-decode-fp16-d64": ("gate-decode", "float16", 64),
 }
 
 
@@ -66,7 +70,11 @@ def _dtype_head_dim(case) -> tuple[str, int]:
 
 
 def _builds(kernel) -> set[tuple[str, int]]:
-    return {(p.dtype, p.head_dim) for p in kernel.problems}
+    """Its problems' dtype and head_dim; without problems (the gate's own), its capabilities'."""
+    if kernel.problems:
+        return {(p.dtype, p.head_dim) for p in kernel.problems}
+    caps = kernel.capabilities
+    return {(d, h) for d in caps.dtypes for h in caps.head_dims}
 
 
 def _generated(kernel_list, test: str, fixture: str) -> list:
@@ -90,7 +98,7 @@ def _determinism_runs(kernel) -> list:
         case
         for p in params
         if p.values[0] is not None
-        for k, case in [p.values[0]]
+        for k, case, _ in [p.values[0]]
         if gpu.feature_missing(k, case) is None
     ]
 
@@ -172,14 +180,14 @@ def test_a_sanitizer_case_no_case_carries_is_an_error_naming_it_the_kernel_and_t
 def test_a_determinism_case_no_case_carries_is_an_error_at_collection(kernels, monkeypatch):
     # Symptom: a determinism case named with a typo was left out of the parametrisation, without
     # a word. Fix: collecting the tier is an error naming it.
-    kernel = kernels["paged-self-decode-fp16"]
+    kernel = kernels["gate-decode"]
     typo = "causal-gqa32x8-d128-fp16-ctx3782-decod-random"
     monkeypatch.setattr(paged, "DETERMINISM_CASES", (*paged.DETERMINISM_CASES, typo))
     with pytest.raises(ValueError) as info:
         _generated([kernel], "test_foreign_determinism", "foreign_gpu_case")
     message = str(info.value)
     assert "tilegate.foreign.paged.DETERMINISM_CASES" in message and f"['{typo}']" in message
-    assert "paged-self-decode-fp16" in message
+    assert "gate-decode" in message
     assert "causal-gqa32x8-d128-fp16-ctx3782-decode-random" in message
 
 

@@ -3,10 +3,11 @@ cases; its inputs are SGLang's (req_to_token maps each request onto the dense K/
 attends over, and every slot no request names is NaN); its reference, baseline and judge are the
 gate's own, and fail a decode that skips the last slot and an extend placed one late after a
 prefix; its records join the gate's numerics table; what no paged case exercises is refused at
-the adapter's line. The adapter is suite/paged_self (the gate's own kernels); its launches are the
-GPU tiers'."""
+the adapter's line. The kernels are the gate's own (tilegate/foreign/own.py), narrowed to one dtype
+where a test needs it; their launches are the GPU tiers'."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,7 +21,16 @@ from tilegate.fixtures.paged_cases import (
     LARGE_LOGIT_CASES,
     paged_batch,
 )
-from tilegate.foreign import Finding, ForeignKernelError, gpu, paged, params
+from tilegate.foreign import (
+    Finding,
+    ForeignKernelError,
+    IsaExpectations,
+    Problem,
+    gpu,
+    own,
+    paged,
+    params,
+)
 from tilegate.foreign.child import child_cases
 from tilegate.foreign.verdicts import KnownFinding, judge_case
 from tilegate.references.attention import ref_attention
@@ -33,11 +43,24 @@ NO_PREFIX = "causal-gqa32x8-d128-fp16-ctx57-new57-random"
 PREFIXED = "causal-gqa32x8-d128-fp16-ctx129_8192_57-new64_129_1-random"  # request 0: 64 after 65
 
 
+def _narrowed(kernel, dtype: str):
+    caps = dataclasses.replace(kernel.capabilities, dtypes=(dtype,))
+    return dataclasses.replace(kernel, name=f"{kernel.name}-{SHORT[dtype]}", capabilities=caps)
+
+
+SHORT = {"float16": "fp16", "bfloat16": "bf16"}
+
+
 @pytest.fixture(scope="module")
 def adapter():
-    import paged_self.adapter  # suite/ is on pytest's pythonpath
-
-    return paged_self.adapter
+    """The gate's own paged kernels, one a dtype, as an adapter module would hold them."""
+    return SimpleNamespace(
+        KERNELS=[
+            *(_narrowed(own.EXTEND, dtype) for dtype in ("float16", "bfloat16")),
+            *(_narrowed(own.DECODE, dtype) for dtype in ("float16", "bfloat16")),
+        ],
+        PREFIX_OFF_BY_ONE=own.PREFIX_OFF_BY_ONE,
+    )
 
 
 def _kernel(adapter, name: str):
@@ -50,7 +73,7 @@ def _case(name: str) -> paged.Case:
     return case
 
 
-def _prepared(adapter, name: str, kernel="paged-self-extend-fp16") -> paged.Inputs:
+def _prepared(adapter, name: str, kernel="gate-extend-fp16") -> paged.Inputs:
     return gpu.prepare(_kernel(adapter, kernel), _case(name), "cpu")
 
 
@@ -116,14 +139,14 @@ def test_the_cases_are_the_gates_own_paged_cases():
 
 
 def test_phases_and_values_outside_the_kernel_are_named_skips(adapter):
-    fp16, bf16 = (_kernel(adapter, f"paged-self-extend-{d}") for d in ("fp16", "bf16"))
+    fp16, bf16 = (_kernel(adapter, f"gate-extend-{d}") for d in ("fp16", "bf16"))
     decode = _case(DECODE)
     assert gpu.feature_missing(fp16, decode) == (
-        "paged-self-extend-fp16: its Launchers leave out decode (given: extend)"
+        "gate-extend-fp16: its Launchers leave out decode (given: extend)"
     )
-    assert gpu.feature_missing(_kernel(adapter, "paged-self-decode-fp16"), decode) is None
+    assert gpu.feature_missing(_kernel(adapter, "gate-decode-fp16"), decode) is None
     assert gpu.feature_missing(bf16, _case(NO_PREFIX)) == (
-        "paged-self-extend-bf16: its capabilities leave out dtype 'float16' (declared: bfloat16)"
+        "gate-extend-bf16: its capabilities leave out dtype 'float16' (declared: bfloat16)"
     )
     assert "leave out head_dim 64" in str(
         gpu.feature_missing(adapter.PREFIX_OFF_BY_ONE, _case(EXTEND))
@@ -161,7 +184,7 @@ def test_every_pool_slot_no_request_names_is_nan(adapter):
 
 
 def test_the_reference_and_baseline_are_the_gates_own(adapter):
-    kernel = _kernel(adapter, "paged-self-decode-fp16")
+    kernel = _kernel(adapter, "gate-decode-fp16")
     x = gpu.prepare(kernel, _case(DECODE), "cpu")
     args = paged_batch(_case(DECODE).paged, "cpu").args(False)  # decode: one new token each
     assert torch.equal(gpu.reference(kernel, x), ref_paged_extend(*args))
@@ -175,7 +198,7 @@ def test_the_reference_and_baseline_are_the_gates_own(adapter):
     ids=["ctx57", "ctx1-nan"],
 )
 def test_the_judge_fails_a_decode_that_skips_the_last_slot(adapter, name, caught):
-    kernel = _kernel(adapter, "paged-self-decode-fp16")
+    kernel = _kernel(adapter, "gate-decode-fp16")
     x = gpu.prepare(kernel, _case(name), "cpu")
     ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
     healthy = judge(_modelled(x), ref, base)
@@ -202,7 +225,7 @@ def test_the_judge_fails_an_extend_placed_one_late_after_a_prefix(
 
 
 def test_a_paged_record_joins_the_gates_own_numerics_table(adapter, tmp_path):
-    kernel = _kernel(adapter, "paged-self-decode-fp16")
+    kernel = _kernel(adapter, "gate-decode-fp16")
     case = _case(DECODE)
     x = gpu.prepare(kernel, case, "cpu")
     ref, base = gpu.reference(kernel, x), gpu.baseline(kernel, x)
@@ -217,7 +240,7 @@ def test_a_paged_record_joins_the_gates_own_numerics_table(adapter, tmp_path):
 
 
 def test_writes_past_the_output_are_stray(adapter):
-    x = _prepared(adapter, DECODE, "paged-self-decode-fp16")
+    x = _prepared(adapter, DECODE, "gate-decode-fp16")
     assert gpu.stray_writes(adapter.KERNELS[0], x) is None
     x.out_buffer[x.out.shape[0] + 2, 3, 5] = 0.0  # a tile that stores past the batch's last token
     assert gpu.stray_writes(adapter.KERNELS[0], x) == (
@@ -226,7 +249,7 @@ def test_writes_past_the_output_are_stray(adapter):
 
 
 def test_the_sanitizer_child_runs_the_phases_the_kernel_launches(adapter):
-    extend, decode = (_kernel(adapter, f"paged-self-{p}-fp16") for p in ("extend", "decode"))
+    extend, decode = (_kernel(adapter, f"gate-{p}-fp16") for p in ("extend", "decode"))
     racecheck = paged.SANITIZED_CASES["racecheck"]
     # fp16 at d128 and d64: a case of each
     assert [c.phase for c in child_cases(extend, racecheck)] == ["extend", "extend"]
@@ -257,7 +280,7 @@ def _launch(module, x):  # a stand-in for the launch protocol, not for a kernel
     ids=["plain-function", "no-phase", "not-callable", "gpu-shape", "mask", "head-dim", "feature"],
 )
 def test_what_no_paged_case_exercises_is_refused_at_the_adapters_line(adapter, change, refused):
-    kernel = _kernel(adapter, "paged-self-extend-fp16")
+    kernel = _kernel(adapter, "gate-extend-fp16")
     caps = {k: v for k, v in change.items() if k in ("masks", "head_dims", "features")}
     rest = {k: v for k, v in change.items() if k not in caps}
     with pytest.raises(ForeignKernelError) as info:
@@ -270,13 +293,19 @@ def test_what_no_paged_case_exercises_is_refused_at_the_adapters_line(adapter, c
 def test_a_problem_no_paged_case_runs_is_refused_at_the_adapters_line(adapter):
     # Symptom: a bf16 d64 problem passed each axis's check (bf16 and d64 are both exercised),
     # and no case runs the pair: its build skipped every GPU case. Fix: refused, as in dense.
-    kernel = _kernel(adapter, "paged-self-extend-fp16")
-    bf16_d64 = dataclasses.replace(
-        kernel.problems[-1], name="d64-bf16", dtype="bfloat16", head_dim=64
-    )
+    kernel = _kernel(adapter, "gate-extend-fp16")
+    fp16_d64 = Problem("d64-fp16", dtype="float16", head_dim=64, mask="causal")
+    bf16_d64 = dataclasses.replace(fp16_d64, name="d64-bf16", dtype="bfloat16")
     caps = dataclasses.replace(kernel.capabilities, dtypes=("bfloat16", "float16"))
+    isa = IsaExpectations(mfma_input="float16", wide_global_loads=True, min_waves_per_simd=1.0)
     with pytest.raises(ForeignKernelError) as info:
-        dataclasses.replace(kernel, problems=(*kernel.problems, bf16_d64), capabilities=caps)
+        dataclasses.replace(
+            kernel,
+            problems=(fp16_d64, bf16_d64),
+            capabilities=caps,
+            isa=isa,
+            lds_estimate=lambda problem, config: 0,
+        )
     assert f"{__file__}:" in str(info.value)
     assert "problems ['d64-bf16'] have a dtype and head_dim that no extend case of family " in str(
         info.value
@@ -286,7 +315,7 @@ def test_a_problem_no_paged_case_runs_is_refused_at_the_adapters_line(adapter):
 def test_launchers_take_keywords_and_refuse_a_phase_they_lack(adapter):
     with pytest.raises(TypeError):
         paged.Launchers(_launch)
-    x = _prepared(adapter, DECODE, "paged-self-decode-fp16")
+    x = _prepared(adapter, DECODE, "gate-decode-fp16")
     with pytest.raises(ValueError, match="no decode launcher: Launchers gives extend"):
         paged.Launchers(extend=_launch)(None, x)
 

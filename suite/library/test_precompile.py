@@ -7,6 +7,7 @@ from suite_helpers import with_configs
 
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
+from tilegate.gate.builds import DEFAULT, EVERY, Build, kind_builds
 from tilegate.gate.planted import CombineDefect, PrefillDefect, knobs_for
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
@@ -16,14 +17,7 @@ from tilegate.kernels.configs import (
     default_config,
 )
 from tilegate.kernels.problem import AttentionShape
-from tilegate.testing.precompile import (
-    DEFAULT,
-    EVERY,
-    Build,
-    PrecompileResult,
-    kind_builds,
-    precompile,
-)
+from tilegate.testing.precompile import PrecompileResult, precompile
 
 SHAPE = AttentionShape(32, 8, 128, True, "float16")
 

@@ -12,9 +12,9 @@ import pytest
 from planted_hang_tests import HANG_DEADLINE_S
 from planted_hang_tests import SHAPE as HANG_SHAPE
 
+from tilegate.gate.builds import kind_builds
 from tilegate.gate.paths import REPO_ROOT
 from tilegate.gate.planted import PrefillDefect
-from tilegate.testing.precompile import kind_builds
 from tilegate.testing.watchdog import EXIT_CODE
 
 

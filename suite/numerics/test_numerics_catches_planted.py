@@ -6,6 +6,7 @@ from suite_helpers import DEVICE, local_default_config
 
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase, baseline, reference
+from tilegate.gate.builds import kind_builds
 from tilegate.gate.planted import WINDOW_DEFECTS, PrefillDefect, knobs_for
 from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.kernels.configs import configs_for
@@ -13,7 +14,6 @@ from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import SHIPPING_TARGET
 from tilegate.references.metrics import judge
 from tilegate.runtime import flash_attention
-from tilegate.testing.precompile import kind_builds
 
 # Catalog lengths with a partial last key block (129 = 2 x 64 + 1, 3782 = 59 x 64 + 6).
 # A bug may hide at one length (dropping 6 of 3782 causal keys moved the output by 0.99

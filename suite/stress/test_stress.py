@@ -20,6 +20,7 @@ from tilegate import runtime
 from tilegate.artifacts.records import PLANTED, StressRecord
 from tilegate.artifacts.writer import write
 from tilegate.fixtures import stress_cases as cases
+from tilegate.gate.builds import kind_builds
 from tilegate.gate.planted import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
 from tilegate.gate.registry import KERNELS, KernelSpec
 from tilegate.harness.stress import CompetingCopies, StressPass, cuda_source_shows, repeat_bitwise
@@ -27,7 +28,6 @@ from tilegate.harness.stress_workloads import workload
 from tilegate.kernels.configs import EXTEND_TABLES, TARGETS, asynchronous_paths, configs_for
 from tilegate.platform import detect, local_target
 from tilegate.testing import skips
-from tilegate.testing.precompile import kind_builds
 
 # Repeats per pass, from the H200 (docs/gpu-tiers.md, "Stress"): the rarest planted race
 # (v_read_before_ready) differed in 4 of 300 repeats alone and 12 of 300 beside the copies in its

@@ -9,6 +9,7 @@ from tilegate.foreign.spec import (
     ForeignKernel,
     ForeignKernelError,
     IsaExpectations,
+    LaunchOption,
     Problem,
     params,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "ForeignKernel",
     "ForeignKernelError",
     "IsaExpectations",
+    "LaunchOption",
     "Problem",
     "Provenance",
     "params",

@@ -49,12 +49,15 @@ from tilegate.fixtures.shapes import (
 )
 from tilegate.foreign import per_case
 from tilegate.foreign.outputs import written_output
+from tilegate.gate.tile_site import dense_site
 from tilegate.references.attention import ref_attention, ref_attention_lowp
+from tilegate.references.metrics import judge
 
 if TYPE_CHECKING:
     from tilegate.foreign.spec import ForeignKernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
+AXES = ("batch", "row", "head", "col")  # the output's axes, as a failure names them
 # the adversarial kinds: the generators suite/numerics/test_adversarial.py judges the gate's own
 # prefill kernel on
 ADVERSARIAL = {
@@ -63,6 +66,8 @@ ADVERSARIAL = {
     "identical-keys": identical_keys,
 }
 KINDS = ("random", "nan-padded", *ADVERSARIAL)
+# the seed each kind's inputs are drawn with (tilegate.fixtures.inputs): a failure names it
+SEEDS = {"random": 0, "nan-padded": 0, "large-logits": 1, "dominant-key": 2, "identical-keys": 3}
 TAIL_TWIN = {3782: 3840}  # a length with a partial last key block -> one with none
 
 
@@ -234,6 +239,22 @@ def case_shape(case: Case) -> per_case.CaseShape:
     )
 
 
+def case_axes(case: Case) -> dict[str, Any]:
+    """The capability axes' values the case runs."""
+    s = case.run.shape
+    return {"dtype": s.dtype, "head_dim": s.head_dim, "mask": case.mask}
+
+
+def seed(case: Case) -> int:
+    return SEEDS[case.kind]
+
+
+def site(case: Case, index: tuple[int, ...], tiles: tuple[int, int]) -> str:
+    """Where output element ``index`` ([batch, row, head, col]) lies in the tiling."""
+    run = case.run
+    return dense_site(index[1], run.seq_q, run.seq_k, run.shape.causal, *tiles)
+
+
 def build_of(case: Case) -> str:
     """The compile-time part of a case (heads and lengths stay dynamic in a dense kernel): its
     tests share an xdist worker, so that each build compiles once."""
@@ -265,6 +286,8 @@ class Inputs:
     # the kernel built for this case (tilegate.foreign.per_case), where its adapter fixes sizes at
     # compile time; None: the launcher runs the kernel its own way
     compiled: Any = None
+    # the LaunchOption's value this launch runs with (the kernel's launch_options); None: none
+    option: Any = None
 
 
 def _padded(t: torch.Tensor) -> torch.Tensor:
@@ -273,7 +296,7 @@ def _padded(t: torch.Tensor) -> torch.Tensor:
 
 
 def prepare(kernel: ForeignKernel, case: Case, device: str) -> Inputs:
-    q, k, v = ADVERSARIAL.get(case.kind, random_qkv)(case.run, device)
+    q, k, v = ADVERSARIAL.get(case.kind, random_qkv)(case.run, device, seed=SEEDS[case.kind])
     out = torch.full_like(q, float("nan"))
     if case.kind == "nan-padded":
         if case.run.batch != 1:  # a view of a longer buffer is contiguous for one sequence only
@@ -302,6 +325,45 @@ def reference(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
 
 def baseline(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
     return ref_attention_lowp(x.q, x.k, x.v, causal=x.causal, window=x.window)
+
+
+def closed_form_failure(case: Case, x: Inputs, out: torch.Tensor, ref: torch.Tensor) -> str | None:
+    """The adversarial kinds whose answer has a closed form, against it: a dominant key 0 gives its
+    value (to the last bit of the output's dtype) in every row that sees it; identical keys give
+    the mean of the values each row sees, judged against plain torch as the reference is. The
+    reference must meet the closed form too, or the generator is broken."""
+    if case.kind == "dominant-key":
+        if x.window is not None and x.window < x.k.shape[1] - 1:
+            return None  # the rows past the window do not see key 0
+        groups = x.q.shape[2] // x.k.shape[2]
+        expected = x.v[:, 0].repeat_interleave(groups, dim=1)[:, None].expand_as(out).float()
+        tolerance, generator = torch.finfo(out.dtype).eps, 1e-6
+    elif case.kind == "identical-keys":
+        expected = _visible_mean(x)
+        tolerance, generator = None, 1e-3
+    else:
+        return None
+    if (ref - expected).abs().max() > generator:
+        return f"{case.kind}: the reference is not the closed form: its generator is broken"
+    if tolerance is not None:
+        err = (out.float() - expected).abs().max().item()
+        return None if err <= tolerance else f"{case.kind}: {err:.3e} off its closed form"
+    to_mean = judge(
+        out, expected, ref_attention_lowp(x.q, x.k, x.v, causal=x.causal, window=x.window)
+    )
+    return None if to_mean.passed else f"{case.kind}, against the mean: {to_mean.explain()}"
+
+
+def _visible_mean(x: Inputs) -> torch.Tensor:
+    """The mean of the values each query sees: keys first..last, last = i + (seq_k - seq_q) when
+    causal (bottom-right), the last key otherwise; first = last - window with one, else key 0."""
+    seq_q, seq_k = x.q.shape[1], x.k.shape[1]
+    vf = x.v.float().repeat_interleave(x.q.shape[2] // x.k.shape[2], dim=2)
+    rows = torch.arange(seq_q, device=x.v.device)
+    last = rows + (seq_k - seq_q) if x.causal else torch.full_like(rows, seq_k - 1)
+    first = last * 0 if x.window is None else (last - x.window).clamp(min=0)
+    sums = torch.nn.functional.pad(vf.cumsum(dim=1), (0, 0, 0, 0, 1, 0))  # sums[:, j]: keys < j
+    return (sums[:, last + 1] - sums[:, first]) / (last - first + 1)[None, :, None, None]
 
 
 def record_dtype(kernel: ForeignKernel, case: Case) -> str:

@@ -57,6 +57,21 @@ class Family(Protocol):
 
     def stray_writes(self, prepared: Any) -> str | None: ...
 
+    def case_axes(self, case: Any) -> dict[str, Any]:
+        """The capability axes' values (dtype, head_dim, mask) the case runs, those it knows."""
+
+    def seed(self, case: Any) -> int:
+        """The seed the case's inputs are drawn with."""
+
+    def site(self, case: Any, index: tuple[int, ...], tiles: tuple[int, int]) -> str:
+        """Where an output element lies in a tiling of (block_m, block_n)."""
+
+    def closed_form_failure(
+        self, case: Any, prepared: Any, out: torch.Tensor, ref: torch.Tensor
+    ) -> str | None:
+        """Where the case's answer has a closed form: how the output (or the reference) misses
+        it, or None."""
+
 
 if TYPE_CHECKING:  # mypy checks each family's module against the protocol
     from tilegate.foreign import dense, paged, sparse_mla
@@ -102,8 +117,34 @@ def feature_missing(kernel: ForeignKernel, case) -> str | None:
     return kernel.family_module().missing(kernel, case)
 
 
-def prepare(kernel: ForeignKernel, case, device: str = DEVICE) -> Any:
-    return kernel.family_module().prepare(kernel, case, device)
+def prepare(kernel: ForeignKernel, case, device: str = DEVICE, option=None) -> Any:
+    """The case's inputs; ``option`` (one of the kernel's LaunchOptions, or None) is handed to
+    the launcher as ``inputs.option``."""
+    prepared = kernel.family_module().prepare(kernel, case, device)
+    if option is not None:
+        prepared.option = option.value
+    return prepared
+
+
+def options(kernel: ForeignKernel, case) -> tuple:
+    """The LaunchOptions each case runs with: (None,) where the kernel declares none."""
+    return kernel.launch_options(case) if kernel.launch_options else (None,)
+
+
+def case_axes(kernel: ForeignKernel, case) -> dict[str, Any]:
+    return kernel.family_module().case_axes(case)
+
+
+def seed(kernel: ForeignKernel, case) -> int:
+    return kernel.family_module().seed(case)
+
+
+def site(kernel: ForeignKernel, case, index, tiles) -> str:
+    return kernel.family_module().site(case, index, tiles)
+
+
+def closed_form_failure(kernel: ForeignKernel, case, prepared, out, ref) -> str | None:
+    return kernel.family_module().closed_form_failure(case, prepared, out, ref)
 
 
 def run(kernel: ForeignKernel, prepared) -> torch.Tensor:

@@ -33,17 +33,20 @@ from tilegate.fixtures.paged_cases import (
     DECODE_CASES,
     EXTEND_CASES,
     LARGE_LOGIT_CASES,
+    LARGE_LOGIT_SEED,
     PagedCase,
     large_logit_batch,
     paged_batch,
 )
 from tilegate.foreign.outputs import written_output
+from tilegate.gate.tile_site import paged_site
 from tilegate.references.paged import baseline_paged_extend, ref_paged_decode, ref_paged_extend
 
 if TYPE_CHECKING:
     from tilegate.foreign.spec import ForeignKernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
+AXES = ("token", "head", "col")  # the output's axes, as a failure names them
 KINDS = ("random", "large-logits")
 
 
@@ -195,6 +198,8 @@ class Inputs:
     out: torch.Tensor  # like q, NaN: the kernel writes it
     sm_scale: float  # head_dim ** -0.5 (SGLang's layer.scaling)
     out_buffer: torch.Tensor  # ``out`` is its first rows; NAN_PAD_ROWS rows of NaN follow
+    # the LaunchOption's value this launch runs with (the kernel's launch_options); None: none
+    option: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,6 +295,23 @@ def missing(kernel: ForeignKernel, case: Case) -> str | None:
     )
 
 
+def case_axes(case: Case) -> dict[str, Any]:
+    """The capability axes' values the case runs."""
+    s = case.paged.shape
+    return {"dtype": s.dtype, "head_dim": s.head_dim, "mask": "causal" if s.causal else "full"}
+
+
+def seed(case: Case) -> int:
+    return LARGE_LOGIT_SEED if case.kind == "large-logits" else 0
+
+
+def site(case: Case, index: tuple[int, ...], tiles: tuple[int, int]) -> str:
+    """Where output element ``index`` ([token, head, col]) lies in the tiling (a decode's query
+    block is its one row)."""
+    p = case.paged
+    return paged_site(index[0], p.seq_lens, p.extend_lens, *tiles)
+
+
 def build_of(case: Case) -> str:
     """The compile-time part of a case (heads, head_dim, dtype: what the gate's own paged kernels
     fix at build): its tests share an xdist worker, so that each build compiles once."""
@@ -353,6 +375,11 @@ def baseline(kernel: ForeignKernel, x: Inputs) -> torch.Tensor:
 def record_dtype(kernel: ForeignKernel, case: Case) -> str:
     """The numerics summary's row: the case's dtype, as the gate's own paged tests record."""
     return case.paged.shape.dtype
+
+
+def closed_form_failure(case: Case, x: Inputs, out: torch.Tensor, ref: torch.Tensor) -> None:
+    """No paged case has an answer in closed form: the reference alone judges them."""
+    return None
 
 
 def stray_writes(x: Inputs) -> str | None:

@@ -19,7 +19,7 @@ The 8192-token cases are dense and tail-padded only: the FP32 reference gathers 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -214,6 +214,23 @@ def baseline(kernel: ForeignKernel, p: Prepared) -> torch.Tensor:
 
 def record_dtype(kernel: ForeignKernel, case: Case) -> str:
     return kernel.kv_format
+
+
+def case_axes(case: Case) -> dict[str, Any]:
+    """Its cases take dtype and head_dim from the kernel (gpu_shape): only its problems say them."""
+    return {}
+
+
+def seed(case: Case) -> int:
+    return case.seed
+
+
+def site(case: Case, index: tuple[int, ...], tiles: tuple[int, int]) -> str:
+    return ""  # no launch options: the family knows no tiling
+
+
+def closed_form_failure(case: Case, p: Prepared, out: torch.Tensor, ref: torch.Tensor) -> None:
+    return None
 
 
 def stray_writes(p: Prepared) -> str | None:

@@ -260,6 +260,20 @@ class Finding:
         )
 
 
+@dataclass(frozen=True)
+class LaunchOption:
+    """One way a launcher runs a case, where its kernel has several the gate judges (the gate's own
+    kernels: every config of every target's table, a decode's split counts): the GPU tiers run
+    each case once with each, handing ``value`` to the launcher as ``inputs.option``."""
+
+    label: str  # in test ids: {kernel}-{case}-{label}
+    value: Any
+    _: KW_ONLY
+    target: str | None = None  # the config table it comes from (skipped where that cannot run)
+    tiles: tuple[int, int] | None = None  # (block_m, block_n): a failure's site in the tiling
+    builds: tuple = ()  # tilegate.gate.builds.Build: compiled before the run's first test
+
+
 @dataclass(frozen=True, kw_only=True)
 class ForeignKernel:
     name: str
@@ -269,10 +283,12 @@ class ForeignKernel:
     configs: dict[str, tuple[Config, ...]]  # target -> configs, best first
     problems: tuple[Problem, ...]
     capabilities: Capabilities
-    isa: IsaExpectations
+    # None only without problems: a kernel whose builds another tier judges (the gate's own, by
+    # its registry: tilegate/foreign/own.py)
+    isa: IsaExpectations | None
     # bytes: a hint, checked against the lowered figure (within 10%); the lowered figure, never
     # this, decides whether a config fits the LDS budget
-    lds_estimate: Callable[[Problem, Config], int]
+    lds_estimate: Callable[[Problem, Config], int] | None
     # Module globals that select the target's code path at build time, where the module picks it at
     # import (is_hip() and the fp8 flavour on a CPU answer for CUDA): target -> {name: value}.
     target_globals: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -297,6 +313,9 @@ class ForeignKernel:
     # length for Q and K), the factory's args for one case (tilegate.foreign.per_case.CaseShape ->
     # args); the family builds the kernel per case and hands it to the launcher (inputs.compiled)
     case_args: Callable | None = None
+    # dense and paged: the LaunchOptions of one case (the family's Case -> options); None: each case
+    # runs once, the launcher choosing how (inputs.option None)
+    launch_options: Callable[[Any], tuple[LaunchOption, ...]] | None = None
     # file:line of the adapter code that built this record: every declaration error names it
     declared_at: str = field(init=False, compare=False, repr=False)
 
@@ -322,19 +341,30 @@ class ForeignKernel:
                         f"problem {p.name} has {axis} {value!r}, outside its "
                         f"capabilities {declared}"
                     )
+        if self.problems and (self.isa is None or self.lds_estimate is None):
+            self._refuse("its problems are built: declare isa and lds_estimate for them")
         self._check_config_names()
-        self._check_without_loop()
-        floors = self.isa.min_waves_per_simd
+        if self.isa is not None:
+            self._check_isa(self.isa)
+        self._check_gpu_side()
+
+    def _check_isa(self, isa: IsaExpectations) -> None:
+        self._check_without_loop(isa)
+        floors = isa.min_waves_per_simd
         if isinstance(floors, dict) and set(floors) != {p.head_dim for p in self.problems}:
             self._refuse(
                 f"isa.min_waves_per_simd has floors for head_dims {sorted(floors)}, its problems "
                 f"build {sorted({p.head_dim for p in self.problems})}: one floor for each, or "
                 "one number for every build"
             )
+
+    def _check_gpu_side(self) -> None:
         if self.family is None and (self.launcher is not None or self.gpu_shape is not None):
             self._refuse("a launcher and a gpu_shape are for a GPU family: declare one")
         if self.case_args is not None and self.family != "dense":
             self._refuse("case_args builds the dense family's cases: declare family 'dense'")
+        if self.launch_options is not None and self.family not in ("dense", "paged"):
+            self._refuse("launch_options are handed to a dense or paged launcher: declare one")
         if self.family is not None and self.family not in FAMILIES:
             self._refuse(
                 f"family {self.family!r} has no GPU case set in the gate (families: "
@@ -363,10 +393,10 @@ class ForeignKernel:
         if unbuilt := sorted(declared - built):
             self._refuse(f"configs {unbuilt} are named by no problem: name them, or drop them")
 
-    def _check_without_loop(self) -> None:
+    def _check_without_loop(self, isa: IsaExpectations) -> None:
         """Each build isa.without_loop names is one of the kernel's."""
         built = {(p.name, c.name) for target in self.configs for p, c in self.builds(target)}
-        unknown = sorted(set(self.isa.without_loop) - built)
+        unknown = sorted(set(isa.without_loop) - built)
         if unknown:
             self._refuse(
                 f"isa.without_loop names {unknown}, which are not (problem, config) builds of it "

@@ -54,6 +54,8 @@ from tilegate.gfx942.isa_checks import (
     check_min_waves,
     check_without_loop,
 )
+from tilegate.testing.reproduce import command as reproduce_command
+from tilegate.testing.reproduce import current_test_id
 from tilegate.testing.skips import missing, nothing_to_run
 
 TARGET = "gfx942"
@@ -137,7 +139,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
         metafunc.parametrize(
             "foreign_gpu_case",
-            [_gpu_param(k, c, rule) for k in kernels for c in _gpu_cases(k, rule)] or none,
+            [p for k in kernels for c in _gpu_cases(k, rule) for p in _gpu_params(k, c, rule)]
+            or none,
         )
 
 
@@ -150,17 +153,30 @@ def _gpu_cases(kernel: ForeignKernel, rule: str) -> list:
     return gpu.named_cases(kernel, family.DETERMINISM_CASES, f"{family.__name__}.DETERMINISM_CASES")
 
 
-def _gpu_param(kernel: ForeignKernel, case, rule: str):
-    """A GPU case's param: its findings; the cases of one build share an xdist worker, so that the
-    build compiles once; a long case is slow, so it starts first."""
+def _gpu_params(kernel: ForeignKernel, case, rule: str) -> list:
+    """A GPU case's params, one for each of the kernel's launch options (tilegate.foreign.own:
+    the gate's own kernels run each case with every config of their tables): its findings; the cases
+    of one build share an xdist worker, so that the build compiles once; a long case is slow, so
+    it starts first; an option from a config table runs where that table's programs run."""
     family = kernel.family_module()
     build = family.build_of(case)
-    marks = [
-        *_finding_marks(kernel.findings_for_case(case.name, rule)),
-        *([pytest.mark.xdist_group(f"foreign-{kernel.name}-{build}")] if build else []),
-        *([pytest.mark.slow] if family.is_slow(case) else []),
-    ]
-    return pytest.param((kernel, case), id=f"{kernel.name}-{case.name}", marks=marks)
+    params = []
+    # a case the kernel leaves out is one named skip, whatever its options
+    options = (None,) if gpu.feature_missing(kernel, case) else gpu.options(kernel, case)
+    for option in options:
+        group = "-".join(x for x in (kernel.name, build, option and option.label) if x)
+        marks = [
+            *_finding_marks(kernel.findings_for_case(case.name, rule)),
+            *([pytest.mark.xdist_group(f"foreign-{group}")] if build else []),
+            *([pytest.mark.slow] if family.is_slow(case) else []),
+        ]
+        label = f"{kernel.name}-{case.name}"
+        if option is not None:
+            label += f"-{option.label}"
+            marks += [pytest.mark.builds(*option.builds)] if option.builds else []
+            marks += [pytest.mark.config_target(option.target)] if option.target else []
+        params.append(pytest.param((kernel, case, option), id=label, marks=marks))
+    return params
 
 
 def _skip_if_missing(kernel: ForeignKernel) -> None:
@@ -187,7 +203,9 @@ def test_foreign_capabilities(foreign_axis):
         feature_of = gpu.features_of(kernel)
         used = [c for c in gpu.family_cases(kernel) if feature_of.get(c.kind) == value]
     else:
-        used = [p for p in kernel.problems if getattr(p, axis) == value]
+        used = [p for p in kernel.problems if getattr(p, axis) == value] + [
+            c for c in gpu.family_cases(kernel) if gpu.case_axes(kernel, c).get(axis) == value
+        ]
     assert used, (
         f"{kernel.name} declares {axis} {value!r}, and no problem or case of it exercises that"
     )
@@ -283,30 +301,34 @@ def check_latency_proxies(report, isa, case: ForeignCase) -> list:
 def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
     from tilegate.references.metrics import judge
 
-    kernel, case = foreign_gpu_case
+    kernel, case, option = foreign_gpu_case
     _skip_if_missing(kernel)
     if reason := gpu.feature_missing(kernel, case):
         missing(reason)
-    prepared = gpu.prepare(kernel, case)
+    prepared = gpu.prepare(kernel, case, option=option)
     # before any launch: a kernel that writes its inputs is judged against the inputs it was given
     ref, base = gpu.reference(kernel, prepared), gpu.baseline(kernel, prepared)
     outs = [_run_known(kernel, case.name, "numerics", prepared)] + [
         gpu.run(kernel, prepared) for _ in range(LAUNCHES - 1)
     ]
+    axes = getattr(kernel.family_module(), "AXES", ())
     verdict = max(
-        (judge(out, ref, base) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio)
+        (judge(out, ref, base, axes) for out in outs), key=lambda v: (v.max_ratio, v.mean_ratio)
     )
     # a race that misses one launch shows here
     differ = sum((outs[0] != out).sum().item() for out in outs[1:])
     stray = gpu.stray_writes(kernel, prepared)
-    verdict = dataclasses.replace(verdict, passed=verdict.passed and not differ and not stray)
-    dtype = gpu.record_dtype(kernel, case)
-    record_numerics(artifacts_dir, f"{kernel.name}-{case.name}", dtype, verdict)
+    closed = gpu.closed_form_failure(kernel, case, prepared, outs[0], ref)
+    verdict = dataclasses.replace(
+        verdict, passed=verdict.passed and not differ and not stray and not closed
+    )
+    verdict = _with_context(verdict, kernel, case, option, artifacts_dir)
     if not verdict.passed:
         message = (
             verdict.explain()
-            + (f"; {differ} outputs differ across {LAUNCHES} launches" if differ else "")
-            + (f"; {stray}" if stray else "")
+            + (f"\n{differ} outputs differ across {LAUNCHES} launches" if differ else "")
+            + (f"\n{stray}" if stray else "")
+            + (f"\n{closed}" if closed else "")
         )
         judge_case(
             kernel,
@@ -316,6 +338,34 @@ def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
             nonfinite=not all(torch.isfinite(o).all() for o in outs),
             max_ratio=verdict.max_ratio,
         )
+
+
+def _with_context(verdict, kernel: ForeignKernel, case, option, artifacts_dir):
+    """``verdict`` with what a kernel engineer acts on (the failing element's site in the tiling,
+    where the option gives one, the inputs' seed, the config table, the one command that reruns
+    the test), recorded with the test's id and target."""
+    test_id, seed = current_test_id(), gpu.seed(kernel, case)
+    at, tiles = verdict.failure_index, option and option.tiles
+    site = gpu.site(kernel, case, at, tiles) if at is not None and tiles else ""
+    target = (option and option.target) or ""
+    rerun = f"{reproduce_command(test_id)} --tilegate-kernels={origin_of(kernel)}"
+    lines = [
+        *([f"site: {site}"] if site else []),
+        f"inputs: seed {seed}" + (f"; config table {target}" if target else ""),
+        f"reproduce: {rerun}",
+    ]
+    name = f"{kernel.name}-{case.name}" + (f"-{option.label}" if option else "")
+    record_numerics(
+        artifacts_dir,
+        name,
+        gpu.record_dtype(kernel, case),
+        verdict,
+        test_id=test_id,
+        target=target,
+        seed=seed,
+        site=site,
+    )
+    return dataclasses.replace(verdict, context="\n".join("  " + line for line in lines))
 
 
 def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
@@ -331,11 +381,11 @@ def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
 @pytest.mark.gpu
 @pytest.mark.numerics
 def test_foreign_determinism(foreign_gpu_case):
-    kernel, case = foreign_gpu_case
+    kernel, case, option = foreign_gpu_case
     _skip_if_missing(kernel)
     if reason := gpu.feature_missing(kernel, case):
         missing(reason)
-    prepared = gpu.prepare(kernel, case)
+    prepared = gpu.prepare(kernel, case, option=option)
     first = _run_known(kernel, case.name, "determinism", prepared)
     second = gpu.run(kernel, prepared)
     differ = (first != second).sum().item()  # NaN != NaN: a NaN output counts as differing

@@ -19,12 +19,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from tilegate.kernels.problem import AttentionShape
-
-# A Build's config, when it is not one config: the local GPU's table decides (resolved on the GPU
-# machine, where the table is known; never at collection).
-DEFAULT = "default"  # the kernel's default config for the local target
-EVERY = "every"  # every config of the local target's table
+from tilegate.gate.builds import Build
 
 # Longest compiles first, so that no process starts a long one last (sm90, H200 host: the paged
 # extend kernels with prefetch_kv take 20-25 s, prefill 10-15 s, the decode steps a few seconds).
@@ -36,68 +31,6 @@ COMPILE_ORDER = {
 }
 # 0: no precompile (each test compiles what it launches)
 PROCESSES_ENV = "TILEGATE_PRECOMPILE_PROCESSES"
-
-
-@dataclass(frozen=True)
-class Build:
-    """One kernel a test launches: a KERNELS name, its shape, a config (or DEFAULT / EVERY) and the
-    factory's keyword arguments (a planted defect) as sorted (name, value) pairs."""
-
-    kernel: str
-    shape: AttentionShape
-    cfg: object = DEFAULT
-    options: tuple = ()
-
-    def __post_init__(self):
-        if "defect" in dict(self.options):  # the factories take knobs (kernels/hooks.py)
-            raise TypeError(f"{self.kernel}: plant a defect with kind_builds(defect=...) or knobs")
-
-    def resolved(self, target: str) -> list[Build]:
-        """This build with a real config: one Build per config of ``target`` that it names."""
-        from tilegate.gate.registry import KERNELS
-        from tilegate.kernels.configs import default_config
-
-        tables = KERNELS[self.kernel].config_tables
-        if self.cfg == DEFAULT:
-            configs = [default_config(target, self.shape.head_dim, tables)]
-        elif self.cfg == EVERY:
-            configs = list(tables[target][self.shape.head_dim])
-        else:
-            configs = [self.cfg]
-        return [Build(self.kernel, self.shape, cfg, self.options) for cfg in configs]
-
-    def compile(self) -> None:
-        """Compile exactly as the runtime does when a test launches this kernel."""
-        from tilegate import runtime
-        from tilegate.gate.registry import KERNELS
-
-        runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, **dict(self.options))
-
-
-def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
-    """What one call of a kernel family launches: ``flash_fwd``, ``extend``, or ``decode`` (the
-    split-KV step, then the combine step). ``defect`` is planted through its knobs
-    (tilegate/gate/planted.py), in the kernel of its own family."""
-    from tilegate.gate.planted import knobs_for
-    from tilegate.gate.registry import KERNELS
-
-    names = {
-        "flash_fwd": ("flash_fwd",),
-        "extend": ("paged_extend",),
-        "decode": ("paged_decode_split", "paged_decode_combine"),
-    }[kind]
-    # None: the factory's default
-    defect = options.pop("defect", None)
-    builds = []
-    for name in names:
-        # the defect's knobs go to the kernel of its family (decode: the combine step)
-        mine = defect is not None and isinstance(defect, KERNELS[name].defects or ())
-        opts = {**options, "knobs": knobs_for(defect) if mine else None}
-        pairs = tuple(sorted((k, v) for k, v in opts.items() if v is not None))
-        builds.append(Build(name, shape, cfg, pairs))
-    if defect is not None and all(dict(b.options).get("knobs") is None for b in builds):
-        raise TypeError(f"no kernel of {kind} plants {defect!r}")
-    return builds
 
 
 def _compile_one(build: Build) -> str | None:

@@ -1,1 +1,0 @@
-"""The gate's own paged kernels, declared as foreign kernels of family 'paged' (adapter.py)."""
