@@ -1,5 +1,6 @@
-"""The foreign-kernel tiers (tilegate/testing/kernel_tiers.py) on the kernels this run names: in the
-gate's checkout, SGLang's TileLang kernels (pyproject.toml's tilegate_kernels). They build here
+"""The kernel tiers (tilegate/testing/kernel_tiers.py) on the kernels this run names: in the gate's
+checkout (pyproject.toml's tilegate_kernels) the gate's own (tilegate/foreign/own.py: their GPU
+numerics and determinism, every config of every table) and SGLang's TileLang kernels, which build
 only where SGLang 0.5.23 is installed: in .venv-sglang, which
 suite/foreign/test_foreign_kernels_venv.py runs them in."""
 

@@ -1,5 +1,5 @@
-"""The dense prefill family: the gate's own numerics cases, run on a dense attention kernel from
-another package and judged as the gate's own prefill kernel is (suite/numerics/test_numerics.py).
+"""The dense prefill family: the cases, inputs, reference, baseline and closed forms every dense
+attention kernel is judged by, the gate's own prefill (tilegate/foreign/own.py) and adapted ones.
 
 Cases: every RunCase of tilegate.fixtures.shapes.numerics_cases() (every mask of the gate's own
 prefill kernel: causal, full, sliding windows, a kernel without one skipping its cases by name; GQA
@@ -58,8 +58,7 @@ if TYPE_CHECKING:
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
 AXES = ("batch", "row", "head", "col")  # the output's axes, as a failure names them
-# the adversarial kinds: the generators suite/numerics/test_adversarial.py judges the gate's own
-# prefill kernel on
+# the adversarial kinds, each stressing one failure mode (tilegate.fixtures.inputs)
 ADVERSARIAL = {
     "large-logits": large_logits,
     "dominant-key": dominant_key,

@@ -1,5 +1,5 @@
-"""The paged family: SGLang's extend and decode over its token pools (req_to_token), on the gate's
-own paged cases, judged as the gate's own paged kernels are (suite/numerics/test_paged_numerics.py).
+"""The paged family: SGLang's extend and decode over its token pools (req_to_token): the cases,
+inputs, reference and baseline every paged kernel is judged by, the gate's own (own.py) included.
 
 Cases: every PagedCase of tilegate.fixtures.paged_cases (EXTEND_CASES: prefill through the pool,
 cached prefixes of 12 to 28986 tokens, ragged batches; DECODE_CASES: 1 to 32768 tokens of
