@@ -47,7 +47,9 @@ class ForeignCase:
 
     @property
     def lds_estimate(self) -> int:
-        return self.kernel.lds_estimate(self.problem, self.cfg)
+        estimate = self.kernel.lds_estimate
+        assert estimate is not None  # a kernel with problems declares it (ForeignKernel refuses)
+        return estimate(self.problem, self.cfg)
 
     def cache_key(self) -> str:
         """What the lowered code is made from, and nothing else: the target; the kernel's module,
@@ -103,6 +105,7 @@ class ForeignCase:
     def _check_operand_dtype(self, prim) -> None:
         """An fp8 MFMA expectation names the flavour (gfx942: e4m3fnuz); gfx942's MFMA mnemonics
         do not, so the program's buffers must."""
+        assert self.kernel.isa is not None  # a kernel with problems declares it
         want = self.kernel.isa.mfma_input
         dtypes = {str(b.dtype) for b in prim.buffer_map.values()}
         if want and want.startswith("float8") and want not in dtypes:

@@ -111,7 +111,7 @@ def decode(module, x: PagedInputs):
     from tilegate.serving.paged import decode_batch
 
     cfg, splits = x.option or (None, None)
-    if splits == -1:
+    if cfg is not None and splits == -1:
         splits = cfg.num_splits
     meta = prepare_decode(x.req_to_token, x.req_pool_indices, x.seq_lens, x.q.device)
     return decode_batch(
