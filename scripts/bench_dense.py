@@ -1,14 +1,14 @@
-"""Speed of each dense-family foreign kernel against the gate's own prefill kernel and torch SDPA,
+"""Speed of each dense-family adapted kernel against the gate's own prefill kernel and torch SDPA,
 measured in one process on one GPU, interleaved, as ratios.
 
     python3 scripts/bench_dense.py [--kernels dense_example.adapter] [--cases NAME ...]
                                    [--out artifacts/perf/dense.json]
 
-Per kernel and case (a dense-family case, tilegate/foreign/dense.py: the gate's own numerics case
+Per kernel and case (a dense-family case, tilegate/families/dense.py: the gate's own numerics case
 and its random inputs): the kernel is timed against each peer with the gate's paired timing
 (tilegate.harness.perf.timing.paired: graph replays alternating, ROUNDS rounds of PAIRS pairs, the
 ratio taken pair by pair); the table gives each one's median time per launch, the ratios
-kernel / gate and kernel / SDPA (< 1: the foreign kernel is faster), and each one's max-error ratio
+kernel / gate and kernel / SDPA (< 1: the adapted kernel is faster), and each one's max-error ratio
 against FP32 (the numerics tier's judge). The gate's kernel runs its local default config
 (tilegate.kernels.configs); SDPA is torch's default backend, with the causal mask aligned
 bottom-right as the cases are (torch.nn.attention.bias.causal_lower_right).
@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from tilegate.foreign import gpu
-from tilegate.foreign.case import load_module
-from tilegate.foreign.discover import discover
+from tilegate.families import gpu
+from tilegate.families.case import load_module
+from tilegate.families.discover import discover
 from tilegate.harness.perf.timing import paired
 from tilegate.kernels.configs import default_config
 from tilegate.platform import local_target
@@ -47,7 +47,7 @@ CASES = (
 
 
 def contenders(kernel, case, x) -> dict:
-    """name -> a launch writing the case's output: the foreign kernel, the gate's, SDPA's."""
+    """name -> a launch writing the case's output: the adapted kernel, the gate's, SDPA's."""
     shape = case.run.shape
     cfg = default_config(local_target(), shape.head_dim)
     gate_out = torch.empty_like(x.q)

@@ -54,9 +54,9 @@ if ! "$py" -c "import sglang, torch; assert sglang.__version__ == '0.5.23' and t
         pyyaml regex tqdm packaging numpy scipy sentencepiece tiktoken gguf blobfile dill \
         IPython python-dateutil watchfiles
 fi
-# SGLang's own TileLang kernels (suite/foreign/test_foreign_kernels_venv.py): its pinned TileLang (0.1.12, with
+# SGLang's own TileLang kernels (suite/families/test_kernels_venv.py): its pinned TileLang (0.1.12, with
 # its apache-tvm-ffi pin) and pytest in this venv; the gate's TileLang 0.1.15 (and the tvm-ffi it
-# takes) as an overlay folder that the harness puts first on PYTHONPATH (tilegate/harness/sglang/foreign_venv.py).
+# takes) as an overlay folder that the harness puts first on PYTHONPATH (tilegate/harness/sglang/kernels_venv.py).
 if ! "$py" -c "import tilelang, pytest, xdist; assert tilelang.__version__ == '0.1.12'" 2>/dev/null; then
     pip_install "tilelang==0.1.12" "apache-tvm-ffi==0.1.11" "pytest>=8" "pytest-xdist>=3" pytest-split
 fi

@@ -1,7 +1,7 @@
 """A kernel repository that is not the gate, as its author runs it: a copy of an example package's
 folder (suite/external_kernel, suite/dense_kernel), installed in a fresh venv beside a plain,
 non-editable install of the gate, and plain ``pytest`` run in that copy with nothing of this run's
-environment that points at the gate's checkout. The package tests of suite/foreign share it."""
+environment that points at the gate's checkout. The package tests of suite/families share it."""
 
 from __future__ import annotations
 

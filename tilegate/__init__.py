@@ -16,7 +16,7 @@ The gate (testing/pyproject.toml), which the runtime never imports:
   tilegate.gate, .gfx942, .artifacts      registry, planted defects, builds, ISA, records
   tilegate.fixtures                       cases, inputs, tiny Llama-3, prompts
   tilegate.harness                        the tiers that run outside pytest, one package each
-  tilegate.foreign                        kernels from other packages, through an adapter
+  tilegate.families                        kernels from other packages, through an adapter
   tilegate.testing                        the pytest plugin: options, skips, deadlines, precompile
 suite/library/test_import_layers.py holds the layers to their order.
 """

@@ -12,7 +12,7 @@ Layers, lowest first; each may import only the ones its row names (and itself):
                                                                library
   harness       tilegate.harness.* modules (shared by tiers)   every layer above
   harness.TIER  tilegate.harness.TIER (perf, counters, ...)    every layer above: no other tier
-  foreign       tilegate.foreign (foreign kernels' tiers)      every layer above but the tiers, and
+  families      tilegate.families (kernels, families, adapters) every layer above but the tiers, and
   harness.sanitize
   testing       tilegate.testing (the pytest plugin)           every layer
 The first three are the runtime distribution (RUNTIME_LAYERS; suite/library/test_packaging.py
@@ -53,7 +53,7 @@ TIERS = ("perf", "counters", "sanitize", "sglang")
 for _tier in TIERS:
     ALLOWED[f"harness.{_tier}"] = ALLOWED["harness"] | {"harness"}
 # its sanitizer tier runs the sanitize driver
-ALLOWED["foreign"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}
+ALLOWED["families"] = ALLOWED["harness"] | {"harness", "harness.sanitize"}
 ALLOWED["testing"] = set(ALLOWED) | {f"harness.{t}" for t in TIERS}
 
 
@@ -71,7 +71,7 @@ def layer_of(module: str) -> str:
         "fixtures",
         "serving",
         "harness",
-        "foreign",
+        "families",
         "testing",
     ):
         return parts[1]

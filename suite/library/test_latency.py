@@ -142,7 +142,7 @@ def test_barriers_and_reduction_round_trips_are_counted_per_iteration():
 
 
 def test_the_gates_barrier_ceiling_is_the_most_its_own_shipped_kernels_have():
-    # OWN_MAX_BARRIERS, which foreign kernels are held to, is read off the gate's own gfx942
+    # OWN_MAX_BARRIERS, which adapted kernels are held to, is read off the gate's own gfx942
     # snapshots (the fp16-accumulating twins are planted defects, not shipped)
     snapshots = [
         json.loads(path.read_text())

@@ -54,7 +54,7 @@ pytestmark = pytest.mark.nested  # fresh venvs and wheel builds: minutes of CPU
 
 
 def _build(source: Path, out: Path) -> Path:
-    with gate_build_lock():  # the package tests of suite/foreign build the gate too
+    with gate_build_lock():  # the package tests of suite/families build the gate too
         proc = subprocess.run(
             [
                 sys.executable,

@@ -1,12 +1,12 @@
-"""The sparse-MLA reference (references/sparse_mla.py) and the KV formats (tilegate/foreign/
+"""The sparse-MLA reference (references/sparse_mla.py) and the KV formats (tilegate/families/
 kv_formats.py) on the CPU, against what each one says it computes, written out the long way."""
 
 import math
 
 import torch
 
-from tilegate.foreign import sparse_mla as family
-from tilegate.foreign.kv_formats import V4_BLOCK, V4_NOPE, v4_encode
+from tilegate.families import sparse_mla as family
+from tilegate.families.kv_formats import V4_BLOCK, V4_NOPE, v4_encode
 from tilegate.references.sparse_mla import sparse_mla
 
 

@@ -1,7 +1,7 @@
 """The paged launch path: a decode is an extend of one token, and bad inputs get clear errors.
 The paged kernels' numerics (every config of every table, a decode's split counts, large logits)
-are the paged family's cases (tilegate/foreign/paged.py), run on them as on any paged kernel
-(tilegate/foreign/own.py, suite/foreign/test_foreign_kernels.py)."""
+are the paged family's cases (tilegate/families/paged.py), run on them as on any paged kernel
+(tilegate/families/own.py, suite/families/test_kernels.py)."""
 
 import pytest
 import torch

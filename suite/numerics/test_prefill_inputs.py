@@ -1,6 +1,6 @@
 """The prefill's launch path refuses what the kernel was not built for. Its numerics, NaN padding,
-adversarial inputs and determinism are the dense family's cases (tilegate/foreign/dense.py), run on
-it as on any dense kernel (tilegate/foreign/own.py, suite/foreign/test_foreign_kernels.py)."""
+adversarial inputs and determinism are the dense family's cases (tilegate/families/dense.py), run on
+it as on any dense kernel (tilegate/families/own.py, suite/families/test_kernels.py)."""
 
 import pytest
 from suite_helpers import DEVICE, local_default_config

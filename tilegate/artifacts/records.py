@@ -33,7 +33,9 @@ ISA_DIR, NUMERICS_DIR, MEMORY_DIR, DRIFT_DIR, AGREEMENT_DIR = (
 # the opt-in tiers' tables and logs
 PERF_DIR, SANITIZE_DIR, COUNTERS_DIR = "perf", "sanitize", "counters"
 STRESS_DIR = "stress"
-FOREIGN_DIR = "foreign"  # kernels the gate did not write: provenance and known findings
+KERNEL_SOURCES_DIR = (
+    "kernel-sources"  # kernels the gate did not write: provenance and known findings
+)
 # each pytest command's --junitxml under tox (tox.ini): the step summary's verdict
 JUNIT_DIR = "junit"
 # a developer's runs (tilegate/testing/run_records.py): artifacts/runs/<time>-<pid>/, and the link
@@ -308,17 +310,17 @@ def verdict(outcomes: list[Outcome], files: int) -> str:
 
 
 @dataclass(frozen=True)
-class ForeignRecord(Record):
-    """A foreign kernel as this run found it (tilegate.foreign): its source and sha256, and the
+class KernelSourceRecord(Record):
+    """A adapted kernel as this run found it (tilegate.families): its source and sha256, and the
     findings its adapter declares, each with the builds or cases it covers."""
 
-    folder: ClassVar[str] = FOREIGN_DIR
+    folder: ClassVar[str] = KERNEL_SOURCES_DIR
     source: str
     sha256: str
     findings: list[dict[str, Any]]
 
     @classmethod
-    def of(cls, kernel) -> ForeignRecord:  # a tilegate.foreign.ForeignKernel
+    def of(cls, kernel) -> KernelSourceRecord:  # a tilegate.families.Kernel
         def scope(f) -> dict[str, Any]:
             found = {
                 k: sorted(v)

@@ -28,8 +28,8 @@ from tilegate.artifacts.records import (
     SKIPPED,
     AgreementRecord,
     DriftRecord,
-    ForeignRecord,
     IsaRecord,
+    KernelSourceRecord,
     MemoryRecord,
     NumericsRecord,
     Outcome,
@@ -315,13 +315,13 @@ def stress_section(root: Path) -> list[str]:
     ]
 
 
-def foreign_section(root: Path) -> list[str]:
-    """Per foreign kernel: its source and sha256, and each finding the gate holds against it
-    (docs/foreign-kernels.md has them as reports, with the commands that reproduce them)."""
+def kernel_sources_section(root: Path) -> list[str]:
+    """Per adapted kernel: its source and sha256, and each finding the gate holds against it
+    (docs/kernel-families.md has them as reports, with the commands that reproduce them)."""
     out = []
-    for r in load(root, ForeignRecord):
+    for r in load(root, KernelSourceRecord):
         out += [
-            f"### Foreign kernel {code(r.name)}",
+            f"### Adapted kernel {code(r.name)}",
             "",
             f"{text(r.source)}, source sha256 {code(str(r.sha256)[:16])}",
             "",
@@ -346,9 +346,9 @@ def foreign_section(root: Path) -> list[str]:
         )
     if out:  # in the environment that has the kernels' package (SGLang's: .venv-sglang)
         out += [
-            'Reproduce: `python -m pytest suite/foreign/test_foreign_kernels.py -m "compile or '
+            'Reproduce: `python -m pytest suite/families/test_kernels.py -m "compile or '
             'isa" -rxX` (gfx942), '
-            '`-m "gpu and numerics"` on a GPU; reports and figures: docs/foreign-kernels.md',
+            '`-m "gpu and numerics"` on a GPU; reports and figures: docs/kernel-families.md',
             "",
         ]
     return out
@@ -534,7 +534,7 @@ def tier_tables(root: Path, shown: str) -> list[str]:
         stress_section,
         lambda r: markdown_tables(r, COUNTERS_DIR, "Hardware counters"),
         tl012_section,
-        foreign_section,
+        kernel_sources_section,
     ]
     body = []
     for section in sections:

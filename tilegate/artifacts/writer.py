@@ -14,9 +14,9 @@ from tilegate.artifacts.records import (
     AGREEMENT_DIR,
     COUNTERS_DIR,
     DRIFT_DIR,
-    FOREIGN_DIR,
     ISA_DIR,
     JUNIT_DIR,
+    KERNEL_SOURCES_DIR,
     MEMORY_DIR,
     NUMERICS_DIR,
     PERF_DIR,
@@ -66,7 +66,7 @@ def clear_run_artifacts(artifacts: Path) -> None:
         SANITIZE_DIR,
         COUNTERS_DIR,
         STRESS_DIR,
-        FOREIGN_DIR,
+        KERNEL_SOURCES_DIR,
         JUNIT_DIR,
     ):
         shutil.rmtree(artifacts / folder, ignore_errors=True)

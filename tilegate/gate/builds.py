@@ -1,7 +1,7 @@
 """What a GPU test launches, named before it runs: a Build is one kernel of the registry for a
 shape and a config (or the local target's default or every config), and kind_builds gives the
 builds of one call of a kernel kind. The precompile step (tilegate/testing/precompile.py) compiles
-them before the first test; the gate's own kernel records (tilegate/foreign/own.py) name theirs.
+them before the first test; the gate's own kernel records (tilegate/families/own.py) name theirs.
 """
 
 from __future__ import annotations

@@ -217,10 +217,12 @@ def run_tiers(
     every snapshot of ``version``) all of them on two xdist workers."""
     full = SCOPE == "full" or update_golden
     # SGLang's kernels under 0.1.12 are .venv-sglang's run
-    # (suite/foreign/test_foreign_kernels_venv.py): this
+    # (suite/families/test_kernels_venv.py): this
     # venv has no SGLang, so their tiers would only skip here
     select = (
-        ["-n", "2", "-k", "not test_foreign"] if full else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
+        ["-n", "2", "--deselect=suite/families/test_kernels.py"]
+        if full
+        else ["-n", "0", "-p", PLUGIN, SMOKE_OPTION]
     )
     args = [
         f"--tilegate-cache={cache}",

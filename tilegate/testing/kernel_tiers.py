@@ -1,6 +1,6 @@
 """The gate's tiers for kernels it did not write: a test module, collected from the gate's suite
-(suite/foreign/test_foreign_kernels.py) and added by the plugin to the run of any project that names
-foreign kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
+(suite/families/test_kernels.py) and added by the plugin to the run of any project that names
+adapted kernels (the ``tilegate.kernels`` entry points, ``--tilegate-kernels``,
 ``tilegate_kernels``).
 
   provenance    the package and version (or file) are there, the factory is, the source's sha256
@@ -29,14 +29,14 @@ import sys
 import pytest
 import torch
 
-from tilegate.artifacts.records import ForeignRecord
+from tilegate.artifacts.records import KernelSourceRecord
 from tilegate.artifacts.writer import record_numerics, write, write_isa_artifacts
-from tilegate.foreign import gpu
-from tilegate.foreign.case import ForeignCase, cases, load_module
-from tilegate.foreign.child import child_cases, chosen_cases
-from tilegate.foreign.discover import discover, origin_of
-from tilegate.foreign.spec import ForeignKernel, ForeignKernelError
-from tilegate.foreign.verdicts import (
+from tilegate.families import gpu
+from tilegate.families.case import KernelBuild, cases, load_module
+from tilegate.families.child import child_cases, chosen_cases
+from tilegate.families.discover import discover, origin_of
+from tilegate.families.spec import Kernel, KernelDeclarationError
+from tilegate.families.verdicts import (
     KnownFinding,
     estimate_off,
     isa_metrics,
@@ -71,7 +71,7 @@ LAUNCHES = 3  # numerics judges the worst of these launches, and requires them t
 _KERNELS = pytest.StashKey[list]()
 
 
-def selected(config: pytest.Config) -> list[ForeignKernel]:
+def selected(config: pytest.Config) -> list[Kernel]:
     if _KERNELS not in config.stash:
         config.stash[_KERNELS] = discover(
             [*config.getini("tilegate_kernels"), *(config.getoption("tilegate_kernels") or [])]
@@ -85,7 +85,7 @@ def _finding_marks(findings) -> list:
     ]
 
 
-def _build_param(case: ForeignCase, compiling: bool):
+def _build_param(case: KernelBuild, compiling: bool):
     """The compile test knows one rule, the LDS budget; the ISA test every rule."""
     findings = [
         f
@@ -103,17 +103,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kernels = selected(metafunc.config)
     none = [
         nothing_to_run(
-            "no foreign kernel named: a tilegate.kernels entry point, "
+            "no adapted kernel named: a tilegate.kernels entry point, "
             "--tilegate-kernels=MODULE or tilegate_kernels in the ini"
         )
     ]
-    if "foreign_kernel" in metafunc.fixturenames:
+    if "declared_kernel" in metafunc.fixturenames:
         metafunc.parametrize(
-            "foreign_kernel", [pytest.param(k, id=k.name) for k in kernels] or none
+            "declared_kernel", [pytest.param(k, id=k.name) for k in kernels] or none
         )
-    if "foreign_axis" in metafunc.fixturenames:
+    if "kernel_axis" in metafunc.fixturenames:
         metafunc.parametrize(
-            "foreign_axis",
+            "kernel_axis",
             [
                 pytest.param((k, axis, v), id=f"{k.name}-{axis}-{v}")
                 for k in kernels
@@ -122,29 +122,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             ]
             or none,
         )
-    if "foreign_case" in metafunc.fixturenames:
-        compiling = metafunc.function.__name__ == "test_foreign_compile"
+    if "kernel_build" in metafunc.fixturenames:
+        compiling = metafunc.function.__name__ == "test_kernel_compile"
         metafunc.parametrize(
-            "foreign_case",
+            "kernel_build",
             [_build_param(c, compiling) for k in kernels for c in cases(k, TARGET)] or none,
         )
-    if "foreign_gpu_case" in metafunc.fixturenames:
+    if "kernel_gpu_case" in metafunc.fixturenames:
         if kernels and not any(k.family for k in kernels):
             none = [
                 nothing_to_run(
-                    "no named foreign kernel has a GPU family (ForeignKernel.family): CPU tiers "
-                    "only"
+                    "no named adapted kernel has a GPU family (Kernel.family): CPU tiers only"
                 )
             ]
         rule = "determinism" if "determinism" in metafunc.function.__name__ else "numerics"
         metafunc.parametrize(
-            "foreign_gpu_case",
+            "kernel_gpu_case",
             [p for k in kernels for c in _gpu_cases(k, rule) for p in _gpu_params(k, c, rule)]
             or none,
         )
 
 
-def _gpu_cases(kernel: ForeignKernel, rule: str) -> list:
+def _gpu_cases(kernel: Kernel, rule: str) -> list:
     """The family's cases of a GPU tier: every one for numerics, its DETERMINISM_CASES (each name
     one of its cases, or collecting the tier is an error naming it) for determinism."""
     if rule == "numerics" or not kernel.family:
@@ -153,8 +152,8 @@ def _gpu_cases(kernel: ForeignKernel, rule: str) -> list:
     return gpu.named_cases(kernel, family.DETERMINISM_CASES, f"{family.__name__}.DETERMINISM_CASES")
 
 
-def _gpu_params(kernel: ForeignKernel, case, rule: str) -> list:
-    """A GPU case's params, one for each of the kernel's launch options (tilegate.foreign.own:
+def _gpu_params(kernel: Kernel, case, rule: str) -> list:
+    """A GPU case's params, one for each of the kernel's launch options (tilegate.families.own:
     the gate's own kernels run each case with every config of their tables): its findings; the cases
     of one build share an xdist worker, so that the build compiles once; a long case is slow, so
     it starts first; an option from a config table runs where that table's programs run."""
@@ -167,7 +166,7 @@ def _gpu_params(kernel: ForeignKernel, case, rule: str) -> list:
         group = "-".join(x for x in (kernel.name, build, option and option.label) if x)
         marks = [
             *_finding_marks(kernel.findings_for_case(case.name, rule)),
-            *([pytest.mark.xdist_group(f"foreign-{group}")] if build else []),
+            *([pytest.mark.xdist_group(f"kernel-{group}")] if build else []),
             *([pytest.mark.slow] if family.is_slow(case) else []),
         ]
         label = f"{kernel.name}-{case.name}"
@@ -179,24 +178,24 @@ def _gpu_params(kernel: ForeignKernel, case, rule: str) -> list:
     return params
 
 
-def _skip_if_missing(kernel: ForeignKernel) -> None:
+def _skip_if_missing(kernel: Kernel) -> None:
     if reason := kernel.provenance.missing_reason():
         missing(f"{kernel.name}: {reason}")
 
 
 @pytest.mark.compile
-def test_foreign_provenance(foreign_kernel, artifacts_dir):
-    _skip_if_missing(foreign_kernel)
-    module = load_module(foreign_kernel)
-    assert hasattr(module, foreign_kernel.factory), (
-        f"{module.__name__} has no {foreign_kernel.factory}"
+def test_kernel_provenance(declared_kernel, artifacts_dir):
+    _skip_if_missing(declared_kernel)
+    module = load_module(declared_kernel)
+    assert hasattr(module, declared_kernel.factory), (
+        f"{module.__name__} has no {declared_kernel.factory}"
     )
-    write(artifacts_dir, ForeignRecord.of(foreign_kernel))
+    write(artifacts_dir, KernelSourceRecord.of(declared_kernel))
 
 
 @pytest.mark.compile
-def test_foreign_capabilities(foreign_axis):
-    kernel, axis, value = foreign_axis
+def test_kernel_capabilities(kernel_axis):
+    kernel, axis, value = kernel_axis
     if reason := kernel.capabilities.left_out(kernel.name, **{axis: value}):
         missing(reason)
     if axis == "feature":
@@ -212,8 +211,8 @@ def test_foreign_capabilities(foreign_axis):
 
 
 @pytest.mark.compile
-def test_foreign_compile(builder, foreign_case):
-    case = foreign_case
+def test_kernel_compile(builder, kernel_build):
+    case = kernel_build
     _skip_if_missing(case.kernel)
     findings = [
         f for f in case.kernel.findings_for(case.problem, case.cfg) if "lds-budget" in f.rules
@@ -230,8 +229,8 @@ def test_foreign_compile(builder, foreign_case):
 
 
 @pytest.mark.isa
-def test_foreign_isa(builder, artifacts_dir, foreign_case):
-    kernel, case = foreign_case.kernel, foreign_case
+def test_kernel_isa(builder, artifacts_dir, kernel_build):
+    kernel, case = kernel_build.kernel, kernel_build
     _skip_if_missing(kernel)
     findings = kernel.findings_for(case.problem, case.cfg)
     lds = builder.lowered(case).lds_bytes
@@ -259,13 +258,13 @@ def test_foreign_isa(builder, artifacts_dir, foreign_case):
     judge_build(kernel, findings, broken, isa_metrics(case, lds, report))
 
 
-def check_threads(case: ForeignCase, obj) -> None:
+def check_threads(case: KernelBuild, obj) -> None:
     """The config's threads are the ones its code object launches: the ISA tier counts waves per
     SIMD from them, and the factory takes its own (a keyword in the config's kwargs, or its
     default), which the gate does not read."""
     built = launch_threads(obj)
     if built != case.cfg.threads:
-        raise ForeignKernelError(
+        raise KernelDeclarationError(
             f"{case.name}: config {case.cfg.name} declares threads={case.cfg.threads}, and its "
             f"code object launches {built} (.max_flat_workgroup_size, T.Kernel's threads); the "
             f"adapter at {case.kernel.declared_at}: give the Config the threads the factory "
@@ -273,7 +272,7 @@ def check_threads(case: ForeignCase, obj) -> None:
         )
 
 
-def check_latency_proxies(report, isa, case: ForeignCase) -> list:
+def check_latency_proxies(report, isa, case: KernelBuild) -> list:
     """The adapter's latency expectations, those it declares (None: not judged), on the build's
     inner loop: where there is none they cannot be judged, and fail, unless the adapter declares
     the build without one (isa.without_loop), which then must have none. A kernel that does
@@ -298,10 +297,10 @@ def check_latency_proxies(report, isa, case: ForeignCase) -> list:
 
 @pytest.mark.gpu
 @pytest.mark.numerics
-def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
+def test_kernel_numerics(kernel_gpu_case, artifacts_dir):
     from tilegate.references.metrics import judge
 
-    kernel, case, option = foreign_gpu_case
+    kernel, case, option = kernel_gpu_case
     _skip_if_missing(kernel)
     if reason := gpu.feature_missing(kernel, case):
         missing(reason)
@@ -340,7 +339,7 @@ def test_foreign_numerics(foreign_gpu_case, artifacts_dir):
         )
 
 
-def _with_context(verdict, kernel: ForeignKernel, case, option, artifacts_dir):
+def _with_context(verdict, kernel: Kernel, case, option, artifacts_dir):
     """``verdict`` with what a kernel engineer acts on (the failing element's site in the tiling,
     where the option gives one, the inputs' seed, the config table, the one command that reruns
     the test), recorded with the test's id and target."""
@@ -368,7 +367,7 @@ def _with_context(verdict, kernel: ForeignKernel, case, option, artifacts_dir):
     return dataclasses.replace(verdict, context="\n".join("  " + line for line in lines))
 
 
-def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
+def _run_known(kernel: Kernel, case: str, rule: str, prepared):
     """The launch; a kernel that does not build, where a finding says so, is that finding."""
     try:
         return gpu.run(kernel, prepared)
@@ -380,8 +379,8 @@ def _run_known(kernel: ForeignKernel, case: str, rule: str, prepared):
 
 @pytest.mark.gpu
 @pytest.mark.numerics
-def test_foreign_determinism(foreign_gpu_case):
-    kernel, case, option = foreign_gpu_case
+def test_kernel_determinism(kernel_gpu_case):
+    kernel, case, option = kernel_gpu_case
     _skip_if_missing(kernel)
     if reason := gpu.feature_missing(kernel, case):
         missing(reason)
@@ -406,31 +405,31 @@ SANITIZERS = ("memcheck", "racecheck", "initcheck")
 @pytest.mark.cuda  # compute-sanitizer; MI300X's HIP ASan run of these cases is not written yet
 @pytest.mark.sanitize
 @pytest.mark.parametrize("tool", SANITIZERS)
-def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir, monkeypatch):
+def test_kernel_sanitizer(declared_kernel, tool, artifacts_dir, monkeypatch):
     from tilegate.harness.sanitize.driver import run_sanitized
 
-    _skip_if_missing(foreign_kernel)
-    if foreign_kernel.family is None:
-        missing(f"{foreign_kernel.name}: no GPU family (CPU tiers only)")
-    family = foreign_kernel.family_module()
+    _skip_if_missing(declared_kernel)
+    if declared_kernel.family is None:
+        missing(f"{declared_kernel.name}: no GPU family (CPU tiers only)")
+    family = declared_kernel.family_module()
     # a name no case carries is an error here, not a skip for want of a case
     wanted, named_by = family.SANITIZED_CASES[tool], f"{family.__name__}.SANITIZED_CASES[{tool!r}]"
-    chosen = chosen_cases(foreign_kernel, wanted, named_by)
-    if not any(gpu.feature_missing(foreign_kernel, c) is None for c in chosen):
-        missing(f"{foreign_kernel.name}: its capabilities leave out every case {tool} runs")
-    runnable = child_cases(foreign_kernel, wanted, named_by)
+    chosen = chosen_cases(declared_kernel, wanted, named_by)
+    if not any(gpu.feature_missing(declared_kernel, c) is None for c in chosen):
+        missing(f"{declared_kernel.name}: its capabilities leave out every case {tool} runs")
+    runnable = child_cases(declared_kernel, wanted, named_by)
     if not runnable:
         pytest.xfail(
-            f"{foreign_kernel.name}: every case is a known lowering finding here; nothing to "
+            f"{declared_kernel.name}: every case is a known lowering finding here; nothing to "
             "sanitize"
         )
-    log = artifacts_dir / "sanitize" / f"{foreign_kernel.name}-{tool}.log"
+    log = artifacts_dir / "sanitize" / f"{declared_kernel.name}-{tool}.log"
     child = [
         sys.executable,
         "-m",
-        "tilegate.foreign.child",
-        origin_of(foreign_kernel),
-        foreign_kernel.name,
+        "tilegate.families.child",
+        origin_of(declared_kernel),
+        declared_kernel.name,
         *(c.name for c in runnable),
     ]
     # the child imports the adapter as this process did (pytest's pythonpath ini included)
@@ -438,5 +437,5 @@ def test_foreign_sanitizer(foreign_kernel, tool, artifacts_dir, monkeypatch):
     result = run_sanitized(tool, [], log, child=child)
     assert result.completed, f"the child did not finish its cases: {log}"
     assert result.errors == 0, (
-        f"{tool}: {result.errors} errors over {foreign_kernel.name}'s cases: {log}"
+        f"{tool}: {result.errors} errors over {declared_kernel.name}'s cases: {log}"
     )

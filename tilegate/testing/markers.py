@@ -9,8 +9,8 @@ MARKERS = (
     "decode: paged decode kernels (GPU)",
     "e2e: end-to-end token agreement (SGLang / transformers)",
     "serving: the SGLang tilelang backend's adapter and contract (suite/serving/)",
-    "foreign: the foreign-kernel tiers: kernels from other packages through an adapter "
-    "(suite/foreign/)",
+    "families: the kernel tiers: every kernel through its family, the gate's own and adapted ones "
+    "(suite/families/)",
     "library: the gate's own machinery: references, ISA readers, records, CI scripts, the runner "
     "boundary "
     "(suite/library/)",

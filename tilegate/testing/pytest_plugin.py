@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tilegate.testing import foreign, gpu_workers, run_records
+from tilegate.testing import gpu_workers, kernel_options, run_records
 
 # An xdist worker takes its GPU before anything below can initialise the device.
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -113,7 +113,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: $TILEGATE_LLAMA3_PATH)",
     )
 
-    foreign.add_options(parser)
+    kernel_options.add_options(parser)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -267,7 +267,7 @@ def pytest_collection_modifyitems(
     groups of several tests first, then single tests in this order.)"""
     from tilegate.testing.pytest_fixtures import sglang_runs_read_by
 
-    foreign.add_tiers(session, items)
+    kernel_options.add_tiers(session, items)
     if config.rootpath == REPO_ROOT:
         check_folders(REPO_ROOT / "suite", items)
     # stable: order kept otherwise

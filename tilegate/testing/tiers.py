@@ -2,7 +2,7 @@
 gives every test there the tier's marker, so that a folder and a marker cannot disagree.
 
 A test carries its own folder's tier marker and no other tier's, but for the tiers a folder's tests
-are also part of (``also``: the foreign-kernel tier runs the compile, ISA, numerics and sanitizer
+are also part of (``also``: the adapted-kernel tier runs the compile, ISA, numerics and sanitizer
 tiers on kernels from other packages). Markers that say what a test needs (gpu, rocm, cuda, sglang,
 llama3, container, tilelang_venv, config_target) and what it is (decode, slow) are not tiers and
 are set by the tests themselves. ``check_folders`` refuses a collection that breaks any of this.
@@ -86,7 +86,7 @@ TIERS = (
         needs="CPU + .venv-tl012",
     ),
     Tier(
-        name="foreign",
+        name="families",
         question="do kernels from other packages build for gfx942 as their adapter says, "
         "and match FP32?",
         needs="CPU + .venv-sglang; GPU",

@@ -1,13 +1,13 @@
 """The gate's view of dense_example.flash.flash_fwd: its gfx942 builds, what its ISA should show,
-and its launcher for the gate's dense cases (tilegate.foreign.dense)."""
+and its launcher for the gate's dense cases (tilegate.families.dense)."""
 
 from pathlib import Path
 
-from tilegate.foreign import (
+from tilegate.families import (
     Capabilities,
     Config,
-    ForeignKernel,
     IsaExpectations,
+    Kernel,
     Problem,
     Provenance,
     params,
@@ -46,7 +46,7 @@ def config(block_m: int, block_n: int, threads: int, mask_tail: bool) -> Config:
 def kernel(name, dtype, problems, head_dims, *, mask_tail=True, launcher=launch, **fixed_sizes):
     """``fixed_sizes``: compile_time and case_args, for a build whose lengths are fixed."""
     compile_time = fixed_sizes.pop("compile_time", ())
-    return ForeignKernel(
+    return Kernel(
         name=name,
         provenance=SOURCE,
         factory="flash_fwd",
@@ -102,7 +102,7 @@ def launch_built(module, x):
     return x.out
 
 
-def fixed_sizes(name: str, *, mask_tail: bool = True) -> ForeignKernel:
+def fixed_sizes(name: str, *, mask_tail: bool = True) -> Kernel:
     """The example with one length for Q and K and the batch fixed at compile time, as TileLang's
     AMD flash-attention example builds: the family compiles it per case (case_args)."""
     problems = tuple(

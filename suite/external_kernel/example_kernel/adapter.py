@@ -1,11 +1,11 @@
 """The gate's view of example_kernel.kernels.scores: what it is built for, and what its ISA
 should show."""
 
-from tilegate.foreign import (
+from tilegate.families import (
     Capabilities,
     Config,
-    ForeignKernel,
     IsaExpectations,
+    Kernel,
     Problem,
     Provenance,
     params,
@@ -26,8 +26,8 @@ def lds(problem: Problem, cfg: Config) -> int:
     return (k["block_m"] + k["block_n"]) * k["head_dim"] * 2
 
 
-def kernel(name: str, *configs: Config) -> ForeignKernel:
-    return ForeignKernel(
+def kernel(name: str, *configs: Config) -> Kernel:
+    return Kernel(
         name=name,
         provenance=SOURCE,
         factory="scores",
