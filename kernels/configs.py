@@ -348,8 +348,8 @@ REGISTER_PREFETCH = (
 )
 
 
-def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:
-    """The asynchronous paths of ``kernel`` ("flash_fwd", "extend", "decode") tiled by ``cfg`` in a
+def asynchronous_paths(phase: str, cfg, built_for: str) -> tuple[str, ...]:
+    """The asynchronous paths of ``phase`` ("prefill", "extend", "decode") tiled by ``cfg`` in a
     build for target ``built_for`` (on the H200, gfx942's configs are built for sm90)."""
     paths = []
     if cfg.prefetch_kv:
@@ -357,7 +357,7 @@ def asynchronous_paths(kernel: str, cfg, built_for: str) -> tuple[str, ...]:
     if getattr(cfg, "gather_warpgroup", False):
         paths.append(PRODUCER_WARPGROUP)
     # paged kernels gather
-    pipelined_copy = kernel == "flash_fwd" and not cfg.prefetch_kv and cfg.num_stages >= 2
+    pipelined_copy = phase == "prefill" and not cfg.prefetch_kv and cfg.num_stages >= 2
     if pipelined_copy and TARGETS[built_for].tma:
         paths.append(TMA_PIPELINE)
     return tuple(paths)

@@ -18,7 +18,7 @@ import torch
 
 from tilegate.artifacts.writer import record_numerics
 from tilegate.fixtures.shapes import baseline, reference
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.tile_site import dense_site
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
@@ -40,15 +40,15 @@ def build_params(cases) -> list:
     ]
 
 
-def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd"):
-    """pytest params: every case x every config of every target for its head_dim. ``kind`` is the
-    kernel family the test launches (tilegate.gate.builds.kind_builds)."""
+def with_configs(cases, marks=(), tables=CONFIG_TABLES, phase: str = "prefill"):
+    """pytest params: every case x every config of every target for its head_dim. ``phase`` is
+    what the test launches (tilegate.gate.registry.PHASES)."""
     params = []
     for target in tables:
         for case in cases:
             for cfg in configs_for(target, case.shape.head_dim, tables):
-                group = pytest.mark.xdist_group(f"{kind}-{target}-{case.shape.name}-{cfg.name}")
-                builds = pytest.mark.builds(*kind_builds(kind, case.shape, cfg))
+                group = pytest.mark.xdist_group(f"{phase}-{target}-{case.shape.name}-{cfg.name}")
+                builds = pytest.mark.builds(*phase_builds(phase, case.shape, cfg))
                 slow = [pytest.mark.slow] if getattr(case, "slow", False) else []
                 params.append(
                     pytest.param(
@@ -61,14 +61,14 @@ def with_configs(cases, marks=(), tables=CONFIG_TABLES, kind: str = "flash_fwd")
     return params
 
 
-def causal_builds(heads: int, kv_heads: int, head_dim: int, *kinds: str, **options):
+def causal_builds(heads: int, kv_heads: int, head_dim: int, *phases: str, **options):
     """The builds mark of a test that launches, in fp16 and bf16, causal, the local default config
-    of each kernel family in ``kinds`` (tilegate.gate.builds.kind_builds)."""
+    of each phase in ``phases`` (tilegate.gate.registry.PHASES)."""
     shapes = [
         AttentionShape(heads, kv_heads, head_dim, True, dtype) for dtype in ("float16", "bfloat16")
     ]
     return pytest.mark.builds(
-        *(b for shape in shapes for kind in kinds for b in kind_builds(kind, shape, **options))
+        *(b for shape in shapes for phase in phases for b in phase_builds(phase, shape, **options))
     )
 
 

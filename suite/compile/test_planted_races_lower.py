@@ -143,12 +143,12 @@ def test_a_planted_race_needs_its_path():
 
 def test_asynchronous_paths_by_config_and_build_target():
     sm90_prefill = configs_for("sm90", 128, CONFIG_TABLES)
-    assert all(asynchronous_paths("flash_fwd", c, "sm90") == (TMA_PIPELINE,) for c in sm90_prefill)
+    assert all(asynchronous_paths("prefill", c, "sm90") == (TMA_PIPELINE,) for c in sm90_prefill)
     assert asynchronous_paths("extend", _config("sm90", "m192n128w12-ws"), "sm90") == (
         PRODUCER_WARPGROUP,
     )
     for kernel, tables in (
-        ("flash_fwd", CONFIG_TABLES),
+        ("prefill", CONFIG_TABLES),
         ("extend", EXTEND_TABLES),
         ("decode", DECODE_TABLES),
     ):

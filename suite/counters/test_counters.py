@@ -4,7 +4,7 @@ and, for decode, DRAM throughput per kernel x config, judged against the device'
 
 NVIDIA: ncu. MI300X: rocprofv3 (LDS bank-conflict stall cycles per LDS instruction, waves, fetched
 bytes).
-The table goes to artifacts/counters/<family>.md and .json.
+The table goes to artifacts/counters/<phase>.md and .json.
 """
 
 import json
@@ -12,20 +12,20 @@ import json
 import pytest
 
 from tilegate.artifacts.writer import COUNTERS_DIR
+from tilegate.gate.registry import PHASES
 from tilegate.harness.counters import driver as counters
-from tilegate.harness.counters.child import FAMILIES
 from tilegate.testing import skips
 
 pytestmark = pytest.mark.deadline(1200)
 
 
-def _judge(request, platform, launches, artifacts_dir, family):
+def _judge(request, platform, launches, artifacts_dir, phase):
     out = artifacts_dir / COUNTERS_DIR
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{family}.md").write_text("\n".join(counters.table(launches)) + "\n")
-    (out / f"{family}.json").write_text(json.dumps([vars(launch) for launch in launches], indent=1))
+    (out / f"{phase}.md").write_text("\n".join(counters.table(launches)) + "\n")
+    (out / f"{phase}.json").write_text(json.dumps([vars(launch) for launch in launches], indent=1))
     print("\n".join(counters.table(launches)))
-    assert launches, f"no {family} launch was profiled"
+    assert launches, f"no {phase} launch was profiled"
     device = platform.device_name or platform.describe()
     if request.config.getoption("--update-counter-baseline"):
         print(f"baseline recorded: {counters.update_baseline(device, launches)}")
@@ -50,21 +50,21 @@ def _judge(request, platform, launches, artifacts_dir, family):
 
 @pytest.mark.cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_ncu_counters_within_baseline(request, platform, artifacts_dir, family):
+@pytest.mark.parametrize("phase", sorted(PHASES))
+def test_ncu_counters_within_baseline(request, platform, artifacts_dir, phase):
     try:
-        launches = counters.run_ncu(family, artifacts_dir / COUNTERS_DIR / f"ncu-{family}.log")
+        launches = counters.run_ncu(phase, artifacts_dir / COUNTERS_DIR / f"ncu-{phase}.log")
     except counters.CountersNotReadable as exc:
         skips.missing(str(exc))
-    _judge(request, platform, launches, artifacts_dir, family)
+    _judge(request, platform, launches, artifacts_dir, phase)
 
 
 @pytest.mark.rocm
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_rocprof_counters_within_baseline(request, platform, artifacts_dir, family):
-    launches = counters.run_rocprof(family, artifacts_dir / COUNTERS_DIR / f"rocprof-{family}")
-    _judge(request, platform, launches, artifacts_dir, family)
+@pytest.mark.parametrize("phase", sorted(PHASES))
+def test_rocprof_counters_within_baseline(request, platform, artifacts_dir, phase):
+    launches = counters.run_rocprof(phase, artifacts_dir / COUNTERS_DIR / f"rocprof-{phase}")
+    _judge(request, platform, launches, artifacts_dir, phase)
 
 
 # The parsing and judging, on the CPU.

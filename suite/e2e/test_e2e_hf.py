@@ -9,7 +9,7 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import prompts
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
 from tilegate.fixtures.tiny_llama_train import corpus, ensure_trained_tiny_llama
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.planted import PrefillDefect
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.kernels.problem import AttentionShape
@@ -19,10 +19,10 @@ HEADS = (TINY_LLAMA.heads, TINY_LLAMA.kv_heads, TINY_LLAMA.head_dim)
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.xdist_group("e2e-hf"),
-    causal_builds(*HEADS, "flash_fwd"),
+    causal_builds(*HEADS, "prefill"),
     pytest.mark.builds(
-        *kind_builds(
-            "flash_fwd",
+        *phase_builds(
+            "prefill",
             AttentionShape(*HEADS, True, "float16"),
             defect=PrefillDefect.DROP_LAST_BLOCK,
         )

@@ -29,7 +29,7 @@ from tilegate.fixtures.retrieval_layout import (
     span_start,
     straddling_span_at,
 )
-from tilegate.gate.builds import Build, kind_builds
+from tilegate.gate.builds import Build, phase_builds
 from tilegate.gate.planted import CombineDefect, ExtendDefect, PrefillDefect, knobs_for
 from tilegate.harness.hf_runner import HfRunner
 from tilegate.kernels.problem import AttentionShape
@@ -56,10 +56,10 @@ FP16 = AttentionShape(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, True, "float16")
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.slow,
-    causal_builds(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, "flash_fwd", "extend", "decode"),
+    causal_builds(SPEC.heads, SPEC.kv_heads, SPEC.head_dim, "prefill", "extend", "decode"),
     pytest.mark.builds(
-        *(b for d in PLANTED for b in kind_builds("flash_fwd", FP16, defect=d)),
-        *kind_builds("extend", FP16, defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+        *(b for d in PLANTED for b in phase_builds("prefill", FP16, defect=d)),
+        *phase_builds("extend", FP16, defect=ExtendDefect.PREFIX_OFF_BY_ONE),
         Build(
             "paged_decode_combine",
             FP16,

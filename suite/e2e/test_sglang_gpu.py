@@ -21,7 +21,7 @@ from tilegate.artifacts.writer import record_agreement
 from tilegate.fixtures import sglang_gpu_plan as plan
 from tilegate.fixtures.long_context_llama import SPEC as LONG_SPEC
 from tilegate.fixtures.tiny_llama import TINY_LLAMA
-from tilegate.gate.builds import Build, kind_builds
+from tilegate.gate.builds import Build, phase_builds
 from tilegate.gate.planted import CombineDefect, ExtendDefect, knobs_for
 from tilegate.harness.sglang.driver import EngineRun
 from tilegate.harness.sglang.observations import served
@@ -52,8 +52,8 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.slow,
     pytest.mark.builds(
-        *(b for s in SHAPES for kind in ("extend", "decode") for b in kind_builds(kind, s)),
-        *kind_builds("extend", SHAPES[0], defect=ExtendDefect.PREFIX_OFF_BY_ONE),
+        *(b for s in SHAPES for kind in ("extend", "decode") for b in phase_builds(kind, s)),
+        *phase_builds("extend", SHAPES[0], defect=ExtendDefect.PREFIX_OFF_BY_ONE),
         Build(
             "paged_decode_combine",
             SHAPES[0],

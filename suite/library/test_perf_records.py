@@ -13,7 +13,7 @@ from tilegate.harness.perf import driver as perf
 
 def _doc(ratio: float, spread: float = 0.01) -> dict:
     rec = {
-        "family": "prefill",
+        "phase": "prefill",
         "case": "3782 causal",
         "config": "m64n64w4",
         "ms": 1.0,
@@ -25,7 +25,7 @@ def _doc(ratio: float, spread: float = 0.01) -> dict:
         "ratio_spread": spread,
     }
     dec = rec | {
-        "family": "decode",
+        "phase": "decode",
         "case": "32x8192",
         "unit": "GB/s",
         "value": 3000.0,

@@ -7,7 +7,7 @@ from suite_helpers import with_configs
 
 from tilegate.fixtures.paged_cases import DECODE_CASES, EXTEND_CASES
 from tilegate.fixtures.shapes import numerics_cases
-from tilegate.gate.builds import DEFAULT, EVERY, Build, kind_builds
+from tilegate.gate.builds import DEFAULT, EVERY, Build, phase_builds
 from tilegate.gate.planted import CombineDefect, PrefillDefect, knobs_for
 from tilegate.kernels.configs import (
     CONFIG_TABLES,
@@ -23,21 +23,21 @@ SHAPE = AttentionShape(32, 8, 128, True, "float16")
 
 
 def test_a_decode_call_launches_the_split_and_the_combine_step():
-    names = [b.kernel for b in kind_builds("decode", SHAPE)]
+    names = [b.kernel for b in phase_builds("decode", SHAPE)]
     assert names == ["paged_decode_split", "paged_decode_combine"]
 
 
 def test_a_defect_is_its_knobs_and_no_defect_is_the_plain_build():
-    assert kind_builds("flash_fwd", SHAPE, defect=None) == kind_builds("flash_fwd", SHAPE)
-    options = kind_builds("flash_fwd", SHAPE, defect=PrefillDefect.WRONG_SCALE)[0].options
+    assert phase_builds("prefill", SHAPE, defect=None) == phase_builds("prefill", SHAPE)
+    options = phase_builds("prefill", SHAPE, defect=PrefillDefect.WRONG_SCALE)[0].options
     assert options == (("knobs", knobs_for(PrefillDefect.WRONG_SCALE)),)
     # a decode call plants a combine defect in its combine step only
-    split, combine = kind_builds("decode", SHAPE, defect=CombineDefect.DROP_SMALLEST_SPLIT)
+    split, combine = phase_builds("decode", SHAPE, defect=CombineDefect.DROP_SMALLEST_SPLIT)
     assert split.options == () and combine.options == (
         ("knobs", knobs_for(CombineDefect.DROP_SMALLEST_SPLIT)),
     )
     with pytest.raises(TypeError, match="no kernel of decode plants"):
-        kind_builds("decode", SHAPE, defect=PrefillDefect.RACE)
+        phase_builds("decode", SHAPE, defect=PrefillDefect.RACE)
 
 
 @pytest.mark.parametrize("target", ["gfx942", "sm90"])
@@ -53,23 +53,23 @@ def test_a_declaration_resolves_against_the_local_table(target):
 
 
 @pytest.mark.parametrize(
-    "cases, tables, kind",
+    "cases, tables, phase",
     [
-        (numerics_cases(), CONFIG_TABLES, "flash_fwd"),
+        (numerics_cases(), CONFIG_TABLES, "prefill"),
         (EXTEND_CASES, EXTEND_TABLES, "extend"),
         (DECODE_CASES, DECODE_TABLES, "decode"),
     ],
 )
-def test_every_config_param_declares_the_kernel_it_launches(cases, tables, kind):
-    for param in with_configs(cases, tables=tables, kind=kind):
+def test_every_config_param_declares_the_kernel_it_launches(cases, tables, phase):
+    for param in with_configs(cases, tables=tables, phase=phase):
         case, cfg = param.values
         declared = [b for mark in param.marks if mark.name == "builds" for b in mark.args]
-        assert declared == kind_builds(kind, case.shape, cfg), param.id
+        assert declared == phase_builds(phase, case.shape, cfg), param.id
 
 
 def test_nothing_to_compile_starts_no_process():
     assert not precompile([], "sm90", processes=4).compiled_ahead
-    assert not precompile(kind_builds("flash_fwd", SHAPE), "sm90", processes=0).compiled_ahead
+    assert not precompile(phase_builds("prefill", SHAPE), "sm90", processes=0).compiled_ahead
 
 
 def test_a_build_that_fails_ahead_is_counted_not_raised():

@@ -12,7 +12,7 @@ import pytest
 from planted_hang_tests import HANG_DEADLINE_S
 from planted_hang_tests import SHAPE as HANG_SHAPE
 
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.paths import REPO_ROOT
 from tilegate.gate.planted import PrefillDefect
 from tilegate.testing.watchdog import EXIT_CODE
@@ -128,8 +128,8 @@ def test_a_stuck_test_fails_in_time_and_the_run_goes_on(tmp_path):
 # compiled ahead into TileLang's disk cache, which the child run shares (the compile is not the
 # hang)
 @pytest.mark.builds(
-    *kind_builds("flash_fwd", HANG_SHAPE),
-    *kind_builds("flash_fwd", HANG_SHAPE, defect=PrefillDefect.HANG),
+    *phase_builds("prefill", HANG_SHAPE),
+    *phase_builds("prefill", HANG_SHAPE, defect=PrefillDefect.HANG),
 )
 def test_planted_hang_fails_in_time_and_the_run_goes_on(tmp_path):
     # by node id: -k "planted_hang" would also match the module's name, and select every test in it

@@ -6,7 +6,7 @@ from suite_helpers import DEVICE, local_default_config
 
 from tilegate.fixtures.inputs import random_qkv
 from tilegate.fixtures.shapes import LLAMA3_8B, RunCase, baseline, reference
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.planted import WINDOW_DEFECTS, PrefillDefect, knobs_for
 from tilegate.gate.registry import PREFILL_MASKS
 from tilegate.kernels.configs import configs_for
@@ -38,7 +38,7 @@ pytestmark = [
             b
             for case in CASES
             for defect in (None, *DEFECTS)
-            for b in kind_builds("flash_fwd", case.shape, defect=defect)
+            for b in phase_builds("prefill", case.shape, defect=defect)
         )
     ),
 ]
@@ -96,7 +96,7 @@ SHIPPING_CONFIGS = configs_for(SHIPPING_TARGET, 128)
         for cfg in SHIPPING_CONFIGS
         for case in CASES
         for defect in (None, SHIPPING_DEFECT)
-        for b in kind_builds("flash_fwd", case.shape, cfg, defect=defect)
+        for b in phase_builds("prefill", case.shape, cfg, defect=defect)
     )
 )
 def test_gfx942_only_bug_fails_the_numerics_tier(cfg):

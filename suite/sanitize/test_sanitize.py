@@ -16,14 +16,15 @@ import pytest
 import torch
 
 from tilegate.artifacts.writer import SANITIZE_DIR
+from tilegate.gate.registry import PHASES
 from tilegate.harness.sanitize import child as sanitize_child
 from tilegate.harness.sanitize.driver import TOOLS, run_asan, run_sanitized
 
 pytestmark = pytest.mark.deadline(1800)  # a sanitized run is 10-100x slower than a plain one
 
 
-def _child_args(tool: str, family: str, head_dim: int) -> list[str]:
-    args = [family, "--head-dim", str(head_dim)]
+def _child_args(tool: str, phase: str, head_dim: int) -> list[str]:
+    args = [phase, "--head-dim", str(head_dim)]
     extra = {"initcheck": ["--plain-stores"], "racecheck": ["--lean-grid"]}
     return args + extra.get(tool, [])
 
@@ -32,24 +33,23 @@ def _child_args(tool: str, family: str, head_dim: int) -> list[str]:
 @pytest.mark.gpu
 # two halves: racecheck over prefill takes minutes
 @pytest.mark.parametrize("head_dim", sanitize_child.HEAD_DIMS)
-@pytest.mark.parametrize("family", sanitize_child.FAMILIES)
+@pytest.mark.parametrize("phase", PHASES)
 # racecheck is the slowest tool: marked slow, its runs start first
 # (tilegate/testing/pytest_plugin.py)
 @pytest.mark.parametrize(
     "tool", [pytest.param(t, marks=pytest.mark.slow) if t == "racecheck" else t for t in TOOLS]
 )
-def test_kernels_are_clean(tool, family, head_dim, artifacts_dir):
+def test_kernels_are_clean(tool, phase, head_dim, artifacts_dir):
     result = run_sanitized(
         tool,
-        _child_args(tool, family, head_dim),
-        artifacts_dir / SANITIZE_DIR / f"{tool}-{family}-d{head_dim}.log",
+        _child_args(tool, phase, head_dim),
+        artifacts_dir / SANITIZE_DIR / f"{tool}-{phase}-d{head_dim}.log",
     )
     assert result.completed, (
-        f"the {family} workload did not finish under {tool} (exit {result.returncode}): "
-        f"{result.log}"
+        f"the {phase} workload did not finish under {tool} (exit {result.returncode}): {result.log}"
     )
     assert (result.errors, result.warnings) == (0, 0), (
-        f"{tool} found {result.errors} errors, {result.warnings} warnings in {family} "
+        f"{tool} found {result.errors} errors, {result.warnings} warnings in {phase} "
         f"({result.log}):\n{result.excerpt()}"
     )
 
@@ -126,9 +126,9 @@ def test_tma_store_writes_every_output_element():
 
 @pytest.mark.rocm
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", sanitize_child.FAMILIES)
-def test_kernels_are_clean_under_rocm_asan(family, artifacts_dir):
-    result = run_asan([family], artifacts_dir / SANITIZE_DIR / f"asan-{family}.log")
+@pytest.mark.parametrize("phase", PHASES)
+def test_kernels_are_clean_under_rocm_asan(phase, artifacts_dir):
+    result = run_asan([phase], artifacts_dir / SANITIZE_DIR / f"asan-{phase}.log")
     assert result.completed and result.errors == 0, (
         f"AddressSanitizer ({result.log}):\n{result.excerpt()}"
     )

@@ -20,7 +20,7 @@ from tilegate import runtime
 from tilegate.artifacts.records import PLANTED, StressRecord
 from tilegate.artifacts.writer import write
 from tilegate.fixtures import stress_cases as cases
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.planted import PREFETCH_DEFECTS, WARPGROUP_DEFECTS
 from tilegate.gate.registry import KERNELS, KernelSpec
 from tilegate.harness.stress import CompetingCopies, StressPass, cuda_source_shows, repeat_bitwise
@@ -56,7 +56,7 @@ pytestmark = [pytest.mark.deadline(DEADLINE_S * repeats() / REPEATS)]
 def _spec(case: cases.StressCase) -> KernelSpec:
     """The registered kernel a case's family launches first (decode: the split step, the one with
     the key loop)."""
-    return KERNELS[kind_builds(case.kind, case.shape)[0].kernel]
+    return KERNELS[phase_builds(case.phase, case.shape)[0].kernel]
 
 
 def _config_table(marks) -> str:
@@ -71,9 +71,9 @@ def _asynchronous_params() -> list:
         for case in cases.stress_cases(head_dim):
             params += [
                 p
-                for p in with_configs([case], tables=_spec(case).config_tables, kind=case.kind)
+                for p in with_configs([case], tables=_spec(case).config_tables, phase=case.phase)
                 if any(
-                    asynchronous_paths(case.kind, p.values[1], built_for) for built_for in TARGETS
+                    asynchronous_paths(case.phase, p.values[1], built_for) for built_for in TARGETS
                 )
             ]
     return params
@@ -116,7 +116,7 @@ def _stress(
 def _asynchronous_build(case: cases.StressCase, cfg) -> tuple[str, ...]:
     """The paths the build for this GPU takes (none: a one-line skip); on CUDA each must show in
     its source."""
-    paths = asynchronous_paths(case.kind, cfg, local_target())
+    paths = asynchronous_paths(case.phase, cfg, local_target())
     if not paths:
         skips.missing(f"{cfg.name} built for {local_target()} has no asynchronous path")
     if detect().kind == "cuda":
@@ -138,7 +138,7 @@ def test_every_repeat_matches_the_first_launch(case, cfg, competitor, artifacts_
     verdict = work.judge(first)
     assert verdict.passed, f"the first launch is off FP32: {verdict.explain()}"
     record = {
-        "kernel": case.kind,
+        "kernel": case.phase,
         "config": cfg.name,
         "target": _config_table(request.node.iter_markers()),
         "first_within_bound": True,
@@ -155,7 +155,7 @@ def test_every_repeat_matches_the_first_launch(case, cfg, competitor, artifacts_
 
 
 def _planted_params() -> list:
-    case = next(c for c in cases.stress_cases(128) if c.kind == "extend")
+    case = next(c for c in cases.stress_cases(128) if c.phase == "extend")
     wanted = [(d, "sm90", "m192n128w12-ws") for d in WARPGROUP_DEFECTS]
     wanted += [
         (d, target, name)
@@ -166,8 +166,8 @@ def _planted_params() -> list:
     for defect, target, name in wanted:
         cfg = next(c for c in configs_for(target, 128, EXTEND_TABLES) if c.name == name)
         builds = (
-            *kind_builds("extend", case.shape, cfg),
-            *kind_builds("extend", case.shape, cfg, defect=defect),
+            *phase_builds("extend", case.shape, cfg),
+            *phase_builds("extend", case.shape, cfg, defect=defect),
         )
         marks = [
             pytest.mark.builds(*builds),
@@ -185,7 +185,7 @@ def _planted_passes(case, cfg, defect, competitor, artifacts_dir, request):
     first = work.launch().clone()
     verdict = work.judge(first)
     record = {
-        "kernel": f"{case.kind} ({defect.value})",
+        "kernel": f"{case.phase} ({defect.value})",
         "config": cfg.name,
         "target": _config_table(request.node.iter_markers()),
         "first_within_bound": verdict.passed,

@@ -20,7 +20,7 @@ from tilegate.families.paged import Inputs as PagedInputs
 from tilegate.families.paged import Launchers
 from tilegate.families.provenance import Provenance
 from tilegate.families.spec import Capabilities, Kernel, LaunchOption
-from tilegate.gate.builds import kind_builds
+from tilegate.gate.builds import phase_builds
 from tilegate.gate.paths import REPO_ROOT
 from tilegate.gate.planted import ExtendDefect, knobs_for
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
@@ -37,14 +37,14 @@ def _source(module: str) -> Provenance:
     return Provenance(f"tilegate.kernels.{module}", path=str(KERNELS_DIR / f"{module}.py"))
 
 
-def _table_options(shape: AttentionShape, tables, kind: str, tiles_m=None) -> list[LaunchOption]:
+def _table_options(shape: AttentionShape, tables, phase: str, tiles_m=None) -> list[LaunchOption]:
     return [
         LaunchOption(
             f"{target}-{cfg.name}",
             cfg,
             target=target,
             tiles=(tiles_m or cfg.block_m, cfg.block_n),
-            builds=tuple(kind_builds(kind, shape, cfg)),
+            builds=tuple(phase_builds(phase, shape, cfg)),
         )
         for target in tables
         for cfg in configs_for(target, shape.head_dim, tables)
@@ -52,7 +52,7 @@ def _table_options(shape: AttentionShape, tables, kind: str, tiles_m=None) -> li
 
 
 def _prefill_options(case: DenseCase) -> tuple[LaunchOption, ...]:
-    return tuple(_table_options(case.run.shape, CONFIG_TABLES, "flash_fwd"))
+    return tuple(_table_options(case.run.shape, CONFIG_TABLES, "prefill"))
 
 
 def _paged_options(case: PagedCase) -> tuple[LaunchOption, ...]:

@@ -1,6 +1,6 @@
 """What a GPU test launches, named before it runs: a Build is one kernel of the registry for a
-shape and a config (or the local target's default or every config), and kind_builds gives the
-builds of one call of a kernel kind. The precompile step (tilegate/testing/precompile.py) compiles
+shape and a config (or the local target's default or every config), and phase_builds gives the
+builds of one call of a phase. The precompile step (tilegate/testing/precompile.py) compiles
 them before the first test; the gate's own kernel records (tilegate/families/own.py) name theirs.
 """
 
@@ -28,7 +28,7 @@ class Build:
 
     def __post_init__(self):
         if "defect" in dict(self.options):  # the factories take knobs (kernels/hooks.py)
-            raise TypeError(f"{self.kernel}: plant a defect with kind_builds(defect=...) or knobs")
+            raise TypeError(f"{self.kernel}: plant a defect with phase_builds(defect=...) or knobs")
 
     def resolved(self, target: str) -> list[Build]:
         """This build with a real config: one Build per config of ``target`` that it names."""
@@ -52,27 +52,22 @@ class Build:
         runtime.compiled(KERNELS[self.kernel].factory, self.shape, self.cfg, **dict(self.options))
 
 
-def kind_builds(kind: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
-    """What one call of a kernel family launches: ``flash_fwd``, ``extend``, or ``decode`` (the
-    split-KV step, then the combine step). ``defect`` is planted through its knobs
-    (tilegate/gate/planted.py), in the kernel of its own family."""
+def phase_builds(phase: str, shape: AttentionShape, cfg=DEFAULT, **options) -> list[Build]:
+    """What one call of a phase launches (tilegate.gate.registry.PHASES: a decode is the split-KV
+    step, then the combine step). ``defect`` is planted through its knobs
+    (tilegate/gate/planted.py), in the kernel of the phase it belongs to."""
     from tilegate.gate.planted import knobs_for
-    from tilegate.gate.registry import KERNELS
+    from tilegate.gate.registry import KERNELS, PHASES
 
-    names = {
-        "flash_fwd": ("flash_fwd",),
-        "extend": ("paged_extend",),
-        "decode": ("paged_decode_split", "paged_decode_combine"),
-    }[kind]
     # None: the factory's default
     defect = options.pop("defect", None)
     builds = []
-    for name in names:
-        # the defect's knobs go to the kernel of its family (decode: the combine step)
+    for name in PHASES[phase]:
+        # the defect's knobs go to the kernel it belongs to (decode: the combine step)
         mine = defect is not None and isinstance(defect, KERNELS[name].defects or ())
         opts = {**options, "knobs": knobs_for(defect) if mine else None}
         pairs = tuple(sorted((k, v) for k, v in opts.items() if v is not None))
         builds.append(Build(name, shape, cfg, pairs))
     if defect is not None and all(dict(b.options).get("knobs") is None for b in builds):
-        raise TypeError(f"no kernel of {kind} plants {defect!r}")
+        raise TypeError(f"no kernel of {phase} plants {defect!r}")
     return builds

@@ -30,6 +30,14 @@ from tilegate.kernels.problem import CAUSAL, FULL, AttentionShape, Mask
 PREFILL_MASKS = (CAUSAL, FULL, Mask(causal=True, window=127))
 SERVING_MASKS = (CAUSAL,)  # SGLang's extend and decode are causal
 
+# The phases of attention that serving runs, and the kernels each launches, in order: the one name
+# for them in the harness children, the precompile builds and the tiers.
+PHASES = {
+    "prefill": ("flash_fwd",),
+    "extend": ("paged_extend",),
+    "decode": ("paged_decode_split", "paged_decode_combine"),
+}
+
 
 @dataclass(frozen=True)
 class KernelSpec:

@@ -1,4 +1,4 @@
-"""The stress tier's launches: each kernel family on a stress case's inputs, ready to repeat
+"""The stress tier's launches: each phase on a stress case's inputs, ready to repeat
 (tilegate/harness/stress.py), and the FP32 judge of its first output."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class StressWorkload:
 def workload(case: StressCase, cfg, device: str, defect: Defect | None = None) -> StressWorkload:
     """``defect`` is planted in the case's kernel, which refuses one of another family's enumeration
     (prefill: PrefillDefect, extend: ExtendDefect, decode: CombineDefect)."""
-    if case.kind == "flash_fwd":
+    if case.phase == "prefill":
         return _prefill(case, cfg, device, defect)
     return _paged(case, cfg, device, defect)
 
@@ -51,7 +51,7 @@ def _prefill(case: StressCase, cfg, device: str, defect) -> StressWorkload:
 
 
 def _paged(case: StressCase, cfg, device: str, defect) -> StressWorkload:
-    decode = case.kind == "decode"
+    decode = case.phase == "decode"
     batch = paged_inputs(case, device)
     args = batch.args(decode)
     index_args = (batch.req_to_token, batch.req_pool_indices, batch.seq_lens)

@@ -18,6 +18,7 @@ import torch
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
+from tilegate.gate.registry import PHASES
 from tilegate.harness.counters import protocol
 from tilegate.harness.workloads import launch_paged
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
@@ -30,17 +31,16 @@ DTYPE = "float16"
 PREFILL_SEQ = 4096
 EXTEND = ((8192,), (3782,))  # 3782 new tokens over a 4410-token prefix
 DECODE = tuple([8192] * 32)  # batch 32 x context 8192 over a scattered pool: bandwidth-bound
-FAMILIES = {"prefill": "flash_fwd", "extend": "paged_extend", "decode": "paged_decode_split"}
 
 
 def _say(kernel: str, cfg) -> None:
     print(protocol.launch_line(kernel, cfg.name), flush=True)
 
 
-def run(family: str) -> None:
+def run(phase: str) -> None:
     shape = AttentionShape(*LLAMA3_8B, HEAD_DIM, True, DTYPE)
     target = local_target()
-    if family == "prefill":
+    if phase == "prefill":
         g = torch.Generator().manual_seed(0)
         q = (
             torch.randn(1, PREFILL_SEQ, shape.q_heads, HEAD_DIM, generator=g)
@@ -55,17 +55,17 @@ def run(family: str) -> None:
             _say("flash_fwd", cfg)
             runtime.flash_attention(shape, cfg, q, k, v)
         return
-    decode = family == "decode"
+    decode = phase == "decode"
     batch = paged_batch(PagedCase(shape, DECODE) if decode else PagedCase(shape, *EXTEND), "cuda")
     for cfg in configs_for(target, HEAD_DIM, DECODE_TABLES if decode else EXTEND_TABLES):
-        _say(FAMILIES[family], cfg)
+        _say(PHASES[phase][0], cfg)  # a decode: its split step
         launch_paged(batch, decode, cfg)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=sorted(FAMILIES))
-    run(parser.parse_args(argv).family)
+    parser.add_argument("phase", choices=sorted(PHASES))
+    run(parser.parse_args(argv).phase)
     torch.cuda.synchronize()
     print(protocol.DONE, flush=True)
     return 0

@@ -144,7 +144,7 @@ def parse_ncu_csv(text: str) -> list[Dispatch]:
     return [Dispatch(i, kernels[i], metrics[i]) for i in sorted(metrics)]
 
 
-def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
+def run_ncu(phase: str, log: Path, timeout_s: float = 900) -> list[Launch]:
     ncu = find_ncu()
     if ncu is None:
         raise ProfilerError("ncu not found on PATH or in /usr/local/cuda/bin")
@@ -155,7 +155,7 @@ def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
         ",".join(NCU_METRICS),
         "--kernel-name",
         f"regex:{protocol.PROFILED}",
-        *protocol.child_command(family),
+        *protocol.child_command(phase),
     ]
     proc = subprocess.run(
         cmd,
@@ -173,14 +173,13 @@ def run_ncu(family: str, log: Path, timeout_s: float = 900) -> list[Launch]:
         )
     if proc.returncode or not protocol.finished(proc.stdout):
         raise ProfilerError(
-            f"ncu run of {family} failed (exit {proc.returncode}); log "
-            f"{log}:\n{proc.stderr[-3000:]}"
+            f"ncu run of {phase} failed (exit {proc.returncode}); log {log}:\n{proc.stderr[-3000:]}"
         )
     return name_launches(
         protocol.launch_names(proc.stdout),
         parse_ncu_csv(proc.stdout),
         ncu_figures,
-        f"ncu ({family})",
+        f"ncu ({phase})",
     )
 
 
@@ -196,12 +195,12 @@ def rocprof_figures(counters: dict) -> dict:
     }
 
 
-def run_rocprof(family: str, out_dir: Path, timeout_s: float = 900) -> list[Launch]:
+def run_rocprof(phase: str, out_dir: Path, timeout_s: float = 900) -> list[Launch]:
     rocprof = shutil.which("rocprofv3")
     if rocprof is None:
         raise ProfilerError("rocprofv3 not found on PATH")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.rglob(f"{family}_{rocprofv3.OUTPUTS[ROCPROF_FORMAT]}"):
+    for stale in out_dir.rglob(f"{phase}_{rocprofv3.OUTPUTS[ROCPROF_FORMAT]}"):
         stale.unlink()  # a previous run's file would be read as this run's
     # Flags as rocprofv3.py's argparse defines them (rocm-systems@1b1610fc): --pmc (nargs="*"),
     # --kernel-include-regex, --output-format (csv, json, ...), -d/--output-directory,
@@ -217,24 +216,24 @@ def run_rocprof(family: str, out_dir: Path, timeout_s: float = 900) -> list[Laun
         "-d",
         str(out_dir),
         "-o",
-        family,
+        phase,
         "--",
-        *protocol.child_command(family),
+        *protocol.child_command(phase),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    (out_dir / f"{family}.log").write_text(
+    (out_dir / f"{phase}.log").write_text(
         " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr
     )
     if proc.returncode or not protocol.finished(proc.stdout):
         raise ProfilerError(
-            f"rocprofv3 run of {family} failed (exit {proc.returncode}); see {out_dir}:\n"
+            f"rocprofv3 run of {phase} failed (exit {proc.returncode}); see {out_dir}:\n"
             f"{proc.stderr[-3000:]}"
         )
     return name_launches(
         protocol.launch_names(proc.stdout),
-        rocprofv3.read(out_dir, family, ROCPROF_FORMAT),
+        rocprofv3.read(out_dir, phase, ROCPROF_FORMAT),
         rocprof_figures,
-        f"rocprofv3 ({family})",
+        f"rocprofv3 ({phase})",
     )
 
 

@@ -1,7 +1,7 @@
-"""The perf tier's workload: each kernel family on each local config, timed against its peers in
+"""The perf tier's workload: each phase on each local config, timed against its peers in
 the same process, on one GPU, with nothing else running (tilegate/harness/perf/driver.py starts it):
 
-    python -m tilegate.harness.perf.child [--slowdown 0.10] [--families prefill,extend,decode]
+    python -m tilegate.harness.perf.child [--slowdown 0.10] [--phases prefill,extend,decode]
 
 Each record pairs the kernel with one peer (torch SDPA; for decode also SGLang's triton decode
 kernel where SGLang imports; for extend also the prefill kernel on the same shape), timed by
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.fixtures.shapes import LLAMA3_8B
-from tilegate.gate.registry import PREFILL_MASKS
+from tilegate.gate.registry import PHASES, PREFILL_MASKS
 from tilegate.harness.perf import protocol, timing
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
 from tilegate.kernels.problem import CAUSAL, FULL, AttentionShape, Mask
@@ -37,7 +37,7 @@ from tilegate.platform import detect, local_target
 from tilegate.serving import paged
 
 HEAD_DIM, DTYPE = 128, torch.float16
-# (seq, mask): causal and full, and every other mask variant of the family at 32768 tokens
+# (seq, mask): causal and full, and every other mask variant of the phase at 32768 tokens
 PREFILL = ((3782, CAUSAL), (8192, CAUSAL), (32768, CAUSAL), (32768, FULL)) + tuple(
     (32768, mask) for mask in PREFILL_MASKS if mask not in (CAUSAL, FULL)
 )
@@ -45,7 +45,6 @@ EXTEND = (8192, 3782)  # cached prefix, new tokens
 # (batch, context) over a scattered pool: the serving benchmark's shape (32 x 1024-1536, and 64),
 # and long contexts
 DECODE = ((32, 1024), (32, 1536), (64, 1024), (64, 1536), (32, 8192), (8, 32768))
-FAMILIES = ("prefill", "extend", "decode")
 ROUNDS, PAIRS = 5, 10
 TRITON_MAX_SPLITS = 8  # SGLang's triton backend default (triton_attention_num_kv_splits)
 
@@ -122,7 +121,7 @@ class Recorder:
         self.slowdown = slowdown
         self.records: list[dict] = []
 
-    def pair(self, family, case, cfg, kernel, peer, work, unit) -> None:
+    def pair(self, phase, case, cfg, kernel, peer, work, unit) -> None:
         if self.slowdown is not None:
             kernel = self.slowdown(kernel)
         t = timing.paired(kernel, peer, rounds=ROUNDS, pairs=PAIRS)
@@ -130,7 +129,7 @@ class Recorder:
         scale = 1e-9 if unit == "TFLOP/s" else 1e-6  # work per ms -> TFLOP/s or GB/s
         self.records.append(
             {
-                "family": family,
+                "phase": phase,
                 "case": case,
                 "config": cfg,
                 "ms": ms,
@@ -263,8 +262,8 @@ def decode(rec: Recorder) -> dict:
             peers["decode-vs-triton"] = triton
         for cfg in configs_for(local_target(), HEAD_DIM, DECODE_TABLES):
             kernel = partial(paged.decode_batch, meta, batch.q, batch.k_pool, batch.v_pool, cfg=cfg)
-            for family, peer in peers.items():
-                rec.pair(family, f"{bs}x{ctx}", cfg.name, kernel, peer, kv_bytes, "GB/s")
+            for phase, peer in peers.items():
+                rec.pair(phase, f"{bs}x{ctx}", cfg.name, kernel, peer, kv_bytes, "GB/s")
         if not host:
             try:
                 host = host_time_per_call(
@@ -308,9 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="the test-only slow variant: each kernel call takes this fraction longer",
     )
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--phases", default=",".join(PHASES))
     args = parser.parse_args(argv)
-    families = args.families.split(",")
+    phases = args.phases.split(",")
     rec = Recorder(Slowdown(args.slowdown) if args.slowdown else None)
     doc = {
         "device": detect().describe(),
@@ -320,11 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         "records": rec.records,
         "host": {},
     }
-    if "prefill" in families:
+    if "prefill" in phases:
         prefill(rec)
-    if "extend" in families:
+    if "extend" in phases:
         extend(rec)
-    if "decode" in families:
+    if "decode" in phases:
         doc["host"] = decode(rec)
     print(protocol.record_line(doc), flush=True)
     return 0

@@ -56,7 +56,7 @@ def run_child(log: Path, *args: str, timeout_s: float = 1500) -> dict:
 
 
 def key(record: dict) -> str:
-    return f"{record['family']} | {record['case']} | {record['config']}"
+    return f"{record['phase']} | {record['case']} | {record['config']}"
 
 
 def table(doc: dict) -> list[str]:
@@ -64,13 +64,13 @@ def table(doc: dict) -> list[str]:
         f"device: {doc['device']}; device-to-device copy {doc['copy_gbps']:.0f} GB/s (read + "
         "write)",
         "",
-        "| family | case | config | ms | peer ms | kernel | peer | ratio | spread |",
+        "| phase | case | config | ms | peer ms | kernel | peer | ratio | spread |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["records"]:
         extra = f" ({r['value'] / doc['copy_gbps']:.0%} of copy)" if r["unit"] == "GB/s" else ""
         lines.append(
-            f"| {r['family']} | {r['case']} | {r['config']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
+            f"| {r['phase']} | {r['case']} | {r['config']} | {r['ms']:.3f} | {r['peer_ms']:.3f} | "
             f"{r['value']:.0f} {r['unit']}{extra} | {r['peer_value']:.0f} | {r['ratio']:.2f}x | "
             f"{r['ratio_spread']:.1%} |"
         )
@@ -102,7 +102,7 @@ def chart(doc: dict, path: Path) -> Path | None:
     ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
     ax.set_xticks(
         list(xs),
-        [f"{r['family']}\n{r['case']}\n{r['config']}" for r in recs],
+        [f"{r['phase']}\n{r['case']}\n{r['config']}" for r in recs],
         fontsize=6,
         rotation=90,
     )

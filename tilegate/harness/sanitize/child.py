@@ -1,4 +1,4 @@
-"""One sanitizer run's workload: launch one kernel family on every config of every table the local
+"""One sanitizer run's workload: launch one phase on every config of every table the local
 GPU runs (tilegate.platform: its own, and the gfx942 programs lowered for it) over small inputs
 that reach every tail and mask path. Run as
 
@@ -29,7 +29,7 @@ from tilegate import runtime
 from tilegate.fixtures.paged_cases import PagedCase, paged_batch
 from tilegate.gate.paths import cache_dir
 from tilegate.gate.planted import PrefillDefect, knobs_for
-from tilegate.gate.registry import PREFILL_MASKS
+from tilegate.gate.registry import PHASES, PREFILL_MASKS
 from tilegate.harness.sanitize import protocol
 from tilegate.harness.sanitize.asan_build import AsanHipCompile, asan_builds
 from tilegate.harness.workloads import launch_paged
@@ -51,7 +51,6 @@ PREFILL_LENGTHS = ((1, 1), (17, 17), (129, 129), (17, 129))
 # (seq_lens, extend_lens): a ragged batch with a 65-token prefix
 EXTEND_BATCH = ((1, 129, 17), (1, 64, 17))
 DECODE_CONTEXTS = (1, 57, 130)
-FAMILIES = ("prefill", "extend", "decode")
 
 
 def _say(what: str) -> None:
@@ -99,23 +98,23 @@ def _prefill(
                 float(out.float().sum())  # read the output back, as a caller would
 
 
-def _paged(family: str, head_dim: int, first_only: bool) -> None:
+def _paged(phase: str, head_dim: int, first_only: bool) -> None:
     shape = AttentionShape(*HEADS, head_dim, True, DTYPE)
-    decode = family == "decode"
+    decode = phase == "decode"
     case = PagedCase(shape, DECODE_CONTEXTS) if decode else PagedCase(shape, *EXTEND_BATCH)
     tables = DECODE_TABLES if decode else EXTEND_TABLES
     batch = paged_batch(case, "cuda")  # read-only inputs: every config runs on the same batch
     for cfg in _configs(head_dim, tables, first_only):
-        _say(f"paged_{family} {case.name} {cfg.name}")
+        _say(f"paged_{phase} {case.name} {cfg.name}")
         out = launch_paged(batch, decode, cfg)
         float(out.float().sum())
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.one and args.family == "prefill":
+    if args.one and args.phase == "prefill":
         _prefill(128, args.defect, True, one=True)
     for head_dim in () if args.one else (args.head_dim,) if args.head_dim else HEAD_DIMS:
-        if args.family == "prefill":
+        if args.phase == "prefill":
             _prefill(
                 head_dim,
                 args.defect,
@@ -124,7 +123,7 @@ def _run(args: argparse.Namespace) -> None:
                 fewest_threads=args.fewest_threads,
             )
         else:
-            _paged(args.family, head_dim, args.first_config)
+            _paged(args.phase, head_dim, args.first_config)
 
 
 @contextlib.contextmanager
@@ -148,7 +147,7 @@ def builds(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=FAMILIES)
+    parser.add_argument("phase", choices=PHASES)
     # a misspelt name: PrefillDefect raises ValueError, which argparse reports as an invalid value
     defects = ", ".join(PrefillDefect)
     parser.add_argument(
@@ -183,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "--head-dim", type=int, choices=HEAD_DIMS, help="only this head_dim (default: each)"
     )
     args = parser.parse_args(argv)
-    if args.defect and args.family != "prefill":
+    if args.defect and args.phase != "prefill":
         parser.error("--defect plants a flash_fwd defect: use it with 'prefill'")
     with builds(args.plain_stores, args.asan) as asan:
         _run(args)

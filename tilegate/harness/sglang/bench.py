@@ -171,7 +171,7 @@ def records(bench: dict) -> list[dict]:
         mid = statistics.median(ratios)
         out.append(
             {
-                "family": "serving",
+                "phase": "serving",
                 "case": cases[figure],
                 "config": f"{names[0]} vs {names[-1]}",
                 "unit": unit,
