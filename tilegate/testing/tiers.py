@@ -87,8 +87,8 @@ TIERS = (
     ),
     Tier(
         name="families",
-        question="do kernels from other packages build for gfx942 as their adapter says, "
-        "and match FP32?",
+        question="does every kernel, the gate's own and adapted ones, match FP32 on its family's "
+        "cases, and do adapted kernels build for gfx942 as their adapter says?",
         needs="CPU + .venv-sglang; GPU",
         also=("compile", "isa", "numerics", "sanitize"),
     ),
