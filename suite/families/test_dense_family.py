@@ -248,3 +248,22 @@ def test_a_launcher_that_returns_its_own_tensor_is_refused_naming_the_adapter(ad
     ):
         dense.launch(kernel, None, x)
     assert dense.launch(dataclasses.replace(kernel, launcher=lambda m, x: None), None, x) is x.out
+
+
+def test_a_mask_declared_and_built_by_no_problem_fails_the_capabilities_tier(adapter):
+    # Symptom (review of the one-pipeline change): the capability check counted the family's GPU
+    # cases for every kernel, so a declared mask that no gfx942 build compiles passed on the CPU.
+    # Fix: a kernel with problems is held to its problems; only one without (the gate's own,
+    # built by the registry's tiers) is held to its family's cases.
+    from tilegate.families import own
+    from tilegate.testing.kernel_tiers import test_kernel_capabilities
+
+    kernel = adapter.KERNELS[0]
+    causal_only = tuple(p for p in kernel.problems if p.mask == "causal")
+    assert causal_only and "full" in kernel.capabilities.masks
+    isa = dataclasses.replace(kernel.isa, min_waves_per_simd=1.0)  # one floor for what is left
+    narrowed = dataclasses.replace(kernel, problems=causal_only, isa=isa)
+    with pytest.raises(AssertionError, match="declares mask 'full', and no problem or case"):
+        test_kernel_capabilities((narrowed, "mask", "full"))
+    test_kernel_capabilities((narrowed, "mask", "causal"))
+    test_kernel_capabilities((own.PREFILL, "mask", "sliding-window"))

@@ -232,7 +232,7 @@ def test_a_paged_record_joins_the_gates_own_numerics_table(adapter, tmp_path):
     verdict = judge(ref.to(torch.float16), ref, base)
     failing = dataclasses.replace(verdict, passed=False, max_ratio=3.5)
     record_numerics(tmp_path, f"{kernel.name}-{case.name}", gpu.record_dtype(kernel, case), failing)
-    # a record as test_paged_numerics.py writes for the gate's own decode kernel
+    # a record as the gate's own decode kernel writes it (gate-decode, one split count)
     record_numerics(tmp_path, f"{case.paged.name}-n16w1s32-splits1", "float16", verdict)
     (row,) = numerics_by_dtype(load(tmp_path, NumericsRecord))
     assert (row.dtype, row.checks, row.within_bound) == ("float16", 2, 1)

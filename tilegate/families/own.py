@@ -68,7 +68,8 @@ def _paged_options(case: PagedCase) -> tuple[LaunchOption, ...]:
             target=option.target,
             tiles=option.tiles,
             builds=option.builds,
-        )  # fmt: skip
+            build_group=option.label,  # the split counts launch one build
+        )
         for option in _table_options(shape, DECODE_TABLES, "decode", tiles_m=1)
         for name, n in splits.items()
     )

@@ -272,6 +272,13 @@ class LaunchOption:
     target: str | None = None  # the config table it comes from (skipped where that cannot run)
     tiles: tuple[int, int] | None = None  # (block_m, block_n): a failure's site in the tiling
     builds: tuple = ()  # tilegate.gate.builds.Build: compiled before the run's first test
+    # the options that launch one build share it (their tests share an xdist worker, so the build
+    # compiles once); default: the label
+    build_group: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.build_group or self.label
 
 
 @dataclass(frozen=True, kw_only=True)
