@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import torch
 
-DEFAULT_CHUNK = 1024  # query rows per step: a 32k x 32k score matrix never exists
+# The bytes of one step's score matrix, over every batch and head: the rows a step takes follow
+# from it, so a 32k x 32k score matrix never exists, and a 32768-token case at 32 heads takes
+# 256 MiB a step (1024 rows a step took 4 GiB, and three such tensors at once ran 80 GB cards out
+# of memory with six workers sharing one).
+SCORE_BYTES = 256 * 2**20
+
+
+def rows_per_step(batch: int, heads: int, seq_k: int, dtype: torch.dtype) -> int:
+    """Query rows a step takes so that its score matrix stays within SCORE_BYTES (at least 1)."""
+    per_row = batch * heads * seq_k * torch.finfo(dtype).bits // 8
+    return max(1, SCORE_BYTES // per_row)
 
 
 def _groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
@@ -31,12 +41,20 @@ def _groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
 
 
 def _attention(
-    q, k, v, causal: bool, window: int | None, scale: float | None, dtype: torch.dtype, chunk: int
+    q,
+    k,
+    v,
+    causal: bool,
+    window: int | None,
+    scale: float | None,
+    dtype: torch.dtype,
+    chunk: int | None,
 ) -> torch.Tensor:
     groups = _groups(q, k, v)
     if window is not None and (not causal or window < 0):
         raise ValueError(f"window {window!r}: a number of keys >= 0, with a causal mask only")
     sq, sk, d = q.shape[1], k.shape[1], q.shape[3]
+    chunk = chunk or rows_per_step(q.shape[0], q.shape[2], sk, dtype)
     scale = d**-0.5 if scale is None else scale
     qh = q.to(dtype).transpose(1, 2)  # [b, h, s, d]; K/V heads repeated over their query group
     kh = k.to(dtype).transpose(1, 2).repeat_interleave(groups, dim=1)
@@ -65,9 +83,10 @@ def ref_attention(
     window: int | None = None,
     scale: float | None = None,
     precision: torch.dtype = torch.float32,
-    chunk: int = DEFAULT_CHUNK,
+    chunk: int | None = None,
 ) -> torch.Tensor:
     """softmax(q k^T * scale) v, computed and returned in ``precision`` (float32 or float64).
+    ``chunk``: query rows a step (default: rows_per_step's).
 
     q: [b, sq, hq, d]; k, v: [b, sk, hkv, d] with hq % hkv == 0 (GQA), sq <= sk.
     Returns [b, sq, hq, d]. Inputs are upcast before any arithmetic; scale defaults to d^-1/2.
@@ -78,7 +97,7 @@ def ref_attention(
 
 
 def ref_attention_lowp(
-    q, k, v, *, causal: bool, window: int | None = None, chunk: int = DEFAULT_CHUNK
+    q, k, v, *, causal: bool, window: int | None = None, chunk: int | None = None
 ) -> torch.Tensor:
     """The same attention in the inputs' own dtype (fp16/bf16 matmuls and softmax).
 

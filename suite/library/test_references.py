@@ -109,6 +109,28 @@ def test_32k_never_builds_a_full_score_matrix(monkeypatch):
     assert max(seen) <= 512 * 4096
 
 
+def test_a_step_s_scores_stay_within_their_budget_at_any_length(monkeypatch):
+    # Symptom: 1024 query rows a step over 32768 keys at 32 heads is a 4 GiB score matrix, and the
+    # softmax and the mask make two more: on an 80 GB H100, six workers ran out of memory in the
+    # reference, not the kernel. Fix: the rows a step takes follow from a byte budget.
+    from tilegate.references.attention import SCORE_BYTES, rows_per_step
+
+    assert rows_per_step(1, 32, 32768, torch.float32) * 32 * 32768 * 4 <= SCORE_BYTES
+    assert rows_per_step(1, 32, 32768, torch.float32) >= 64  # not one row a step either
+    assert rows_per_step(64, 64, 2**24, torch.float64) == 1
+    seen = []
+    real = torch.matmul
+    monkeypatch.setattr(
+        torch, "matmul", lambda a, b: seen.append(a.shape[:-1].numel() * b.shape[-1]) or real(a, b)
+    )
+    q, k, v = _inputs(b=1, sq=4096, sk=4096, hq=8, hkv=2, d=16, dtype=torch.float32)
+    got = ref_attention(q, k, v, causal=True)
+    assert max(seen) * 4 <= SCORE_BYTES < 8 * 4096 * 4096 * 4  # more than one step was needed
+    monkeypatch.setattr(torch, "matmul", real)
+    whole = ref_attention(q, k, v, causal=True, chunk=4096)
+    torch.testing.assert_close(got, whole, rtol=0, atol=1e-6)
+
+
 def _masked_softmax(q, k, v, visible):
     """Attention over an explicit [sq, sk] mask, in float64: the window's reference checked by
     nothing the reference shares."""
