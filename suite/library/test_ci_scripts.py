@@ -95,3 +95,28 @@ def test_the_shards_of_a_split_run_share_out_every_test_once(tmp_path):
     first, second, everything = (set(ids) for ids in json.loads(out.read_text()))
     assert first and second and not first & second
     assert first | second == everything
+
+
+def _gpu_run_selects(tmp_path, *args: str) -> int:
+    """How many tests scripts/gpu-run.sh selects with ``args`` (collection only: no GPU needed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    out = subprocess.run(
+        ["bash", str(SCRIPTS / "gpu-run.sh"), "--collect-only", "-q", *args],
+        cwd=REPO_ROOT,
+        env={**env, "TILEGATE_ARTIFACTS": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = out.stdout.strip().splitlines()[-1]
+    assert " collected" in last, out.stdout[-2000:] + out.stderr[-2000:]
+    return int(last.split()[0].split("/")[0])
+
+
+def test_gpu_run_keeps_its_default_selection_unless_the_arguments_make_one(tmp_path):
+    # Symptom (an 80 GB H100, issue 54): any argument (-rfE, --artifacts=...) dropped the default
+    # -m "numerics or drift", so the run became every tier. Fix: options alone keep it; -m, -k or a
+    # test path replace it.
+    default = _gpu_run_selects(tmp_path, "-m", "numerics or drift")
+    assert _gpu_run_selects(tmp_path, "-rfE", "-p", "no:randomly", "--tb=short") == default
+    assert _gpu_run_selects(tmp_path, "suite/numerics/test_memory.py") < default
