@@ -1,5 +1,5 @@
-"""What several test modules share (no test module imports another): GPU-case parameters, the
-numerics judge, and the fake SGLang model runner, pools, layers and batches.
+"""What several test modules share (no test module imports another): GPU-case parameters and the
+fake SGLang model runner, pools, layers and batches.
 
 GPU cases are parametrized over every target's config table without touching the device: each
 param carries ``config_target(<target>)`` and the plugin (tilegate/testing/skips.py) skips it at
@@ -10,23 +10,16 @@ run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tilegate.artifacts.writer import record_numerics
-from tilegate.fixtures.shapes import baseline, reference
 from tilegate.gate.builds import phase_builds
-from tilegate.gate.tile_site import dense_site
 from tilegate.kernels.configs import CONFIG_TABLES, configs_for, default_config
 from tilegate.kernels.problem import AttentionShape
 from tilegate.platform import local_target
-from tilegate.references.metrics import judge
-from tilegate.runtime import flash_attention
-from tilegate.testing.reproduce import command as reproduce_command
-from tilegate.testing.reproduce import current_test_id
 
 DEVICE = "cuda"  # torch's name for the current device under CUDA and ROCm alike
 
@@ -70,53 +63,6 @@ def causal_builds(heads: int, kv_heads: int, head_dim: int, *phases: str, **opti
     return pytest.mark.builds(
         *(b for shape in shapes for phase in phases for b in phase_builds(phase, shape, **options))
     )
-
-
-PREFILL_AXES = ("batch", "row", "head", "col")
-
-
-def table_target(cfg, head_dim: int, tables=CONFIG_TABLES) -> str:
-    """The target whose config table holds ``cfg`` (a gfx942 config also runs on the H200)."""
-    return next(t for t in tables if cfg in tables[t].get(head_dim, ()))
-
-
-def with_context(verdict, artifacts_dir, name, dtype, *, site, seed, target):
-    """``verdict`` with what a kernel engineer acts on (the worst element's site in the tiling,
-    the inputs' seed, the config's table, the one command that reruns the test), recorded with
-    the test's id and target."""
-    test_id = current_test_id()
-    lines = [
-        f"site: {site}",
-        f"inputs: seed {seed}; config table {target}",
-        f"reproduce: {reproduce_command(test_id)}",
-    ]
-    record_numerics(
-        artifacts_dir, name, dtype, verdict, test_id=test_id, target=target, seed=seed, site=site
-    )
-    return replace(verdict, context="\n".join("  " + line for line in lines))
-
-
-def judged(case, cfg, q, k, v, artifacts_dir, label="random", seed=0):
-    """Run the prefill kernel, judge it against FP32 relative to plain torch, record the verdict.
-    The output starts as NaN: an element the kernel never writes fails the judge, whatever the
-    memory held. ``seed``: the one the inputs were drawn with (tilegate.fixtures.inputs)."""
-    out = flash_attention(case.shape, cfg, q, k, v, out=torch.full_like(q, float("nan")))
-    ref = reference(case.shape, q, k, v)
-    verdict = judge(out, ref, baseline(case.shape, q, k, v), PREFILL_AXES)
-    at = verdict.failure_index
-    site = "" if at is None else dense_site(
-        at[1], q.shape[1], k.shape[1], case.shape.causal, cfg.block_m, cfg.block_n
-    )  # fmt: skip
-    verdict = with_context(
-        verdict,
-        artifacts_dir,
-        f"{case.name}-{cfg.name}-{label}",
-        case.shape.dtype,
-        site=site,
-        seed=seed,
-        target=table_target(cfg, case.shape.head_dim),
-    )
-    return out, ref, verdict
 
 
 # -- a fake SGLang model runner, KV pool, layer and batch (tests of the backend without SGLang) ---

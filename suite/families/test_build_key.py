@@ -1,4 +1,4 @@
-"""A adapted kernel's build is keyed on the code this process runs (tilegate/families/case.py,
+"""An adapted kernel's build is keyed on the code this process runs (tilegate/families/case.py,
 provenance.py): a working copy that shadows the installed package is what is hashed, a module
 edited after its import is keyed as imported, and of the adapter only what the lowering takes is
 in the key. On the CPU: the packages are folders on sys.path, with the dist-info an install writes.

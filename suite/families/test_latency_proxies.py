@@ -1,4 +1,4 @@
-"""Latency proxies as a adapted kernel's ISA expectations (issue 37, item 4): a floor on load
+"""Latency proxies as an adapted kernel's ISA expectations (issue 37, item 4): a floor on load
 overlap and a ceiling on barriers per iteration, measured as the gate's own kernels' are
 (tilegate/gfx942/latency.py), judged by the ISA tier, and known as findings with worst figures.
 The key-loop kernel of suite/families/latency/key_loop.py (loaded by path), built for gfx942 on the

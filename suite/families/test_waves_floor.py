@@ -1,4 +1,4 @@
-"""The waves/SIMD floor of a adapted kernel's ISA expectations: one number for every build, or one
+"""The waves/SIMD floor of an adapted kernel's ISA expectations: one number for every build, or one
 per head_dim as the gate's own kernels have (2 at d64, 1 at d128; issue 37, item 4). The scores
 kernel of suite/families/usual/autotuned.py (loaded by path), built for gfx942 on the CPU at d64 and
 d128."""

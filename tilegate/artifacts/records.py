@@ -311,7 +311,7 @@ def verdict(outcomes: list[Outcome], files: int) -> str:
 
 @dataclass(frozen=True)
 class KernelSourceRecord(Record):
-    """A adapted kernel as this run found it (tilegate.families): its source and sha256, and the
+    """An adapted kernel as this run found it (tilegate.families): its source and sha256, and the
     findings its adapter declares, each with the builds or cases it covers."""
 
     folder: ClassVar[str] = KERNEL_SOURCES_DIR

@@ -1,4 +1,4 @@
-"""One build of a adapted kernel: a problem and a tile config for a target, as the builder takes
+"""One build of an adapted kernel: a problem and a tile config for a target, as the builder takes
 it (tilegate.gate.builder): a name, the threads it launches, a cache key, and the prim_func to
 lower."""
 

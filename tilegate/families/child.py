@@ -1,4 +1,4 @@
-"""Runs a adapted kernel over its GPU family's cases, for a sanitizer to watch
+"""Runs an adapted kernel over its GPU family's cases, for a sanitizer to watch
 (tilegate.testing.kernel_tiers.test_kernel_sanitizer):
 
     python -m tilegate.families.child MODULE[:ATTR] KERNEL [CASE ...]

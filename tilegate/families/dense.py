@@ -57,7 +57,12 @@ if TYPE_CHECKING:
     from tilegate.families.spec import Kernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
-AXES = ("batch", "row", "head", "col")  # the output's axes, as a failure names them
+AXES: tuple[str, ...] = (
+    "batch",
+    "row",
+    "head",
+    "col",
+)  # the output's axes, as a failure names them
 # the adversarial kinds, each stressing one failure mode (tilegate.fixtures.inputs)
 ADVERSARIAL = {
     "large-logits": large_logits,

@@ -1,4 +1,4 @@
-"""One GPU case of a adapted kernel, whatever its family: its inputs, the kernel's output, the FP32
+"""One GPU case of an adapted kernel, whatever its family: its inputs, the kernel's output, the FP32
 reference and the plain-torch baseline in the kernel's precision. Each call goes to the module of
 the kernel's family (spec.FAMILIES: tilegate.families.sparse_mla, tilegate.families.dense,
 tilegate.families.paged), which holds them; the tiers (tilegate/testing/kernel_tiers.py) and the
@@ -23,6 +23,7 @@ class Family(Protocol):
     with these). A case has a ``name``, unique in its family, and a ``kind``."""
 
     FEATURE_OF: dict[str, str]  # case kind -> the capability feature it needs
+    AXES: tuple[str, ...]  # the output's axes, as a failure names them
     DETERMINISM_CASES: tuple[str, ...]  # launched twice, compared bit for bit
     # sanitizer tool -> the cases its child runs; () picks sanitized_by_default's
     SANITIZED_CASES: dict[str, tuple[str, ...]]

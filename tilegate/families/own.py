@@ -24,6 +24,7 @@ from tilegate.gate.builds import phase_builds
 from tilegate.gate.paths import REPO_ROOT
 from tilegate.gate.planted import ExtendDefect, knobs_for
 from tilegate.kernels.configs import CONFIG_TABLES, DECODE_TABLES, EXTEND_TABLES, configs_for
+from tilegate.kernels.dtypes import dtype_name
 from tilegate.kernels.problem import AttentionShape
 
 KERNELS_DIR = REPO_ROOT / "tilegate" / "kernels"  # the path an import of tilegate.kernels gives
@@ -77,11 +78,8 @@ def _paged_options(case: PagedCase) -> tuple[LaunchOption, ...]:
 
 def _shape(x: DenseInputs) -> AttentionShape:
     heads, kv_heads, dim = x.q.shape[2], x.k.shape[2], x.q.shape[3]
-    return AttentionShape(heads, kv_heads, dim, x.causal, _dtype_name(x.q), x.window)
-
-
-def _dtype_name(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
+    dtype = dtype_name(x.q.dtype) or str(x.q.dtype)  # an unsupported one is named by ShapeError
+    return AttentionShape(heads, kv_heads, dim, x.causal, dtype, x.window)
 
 
 def prefill(module, x: DenseInputs):

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from tilegate.families.spec import Kernel
 
 FEATURE_OF: dict[str, str] = {}  # no case needs an optional input
-AXES = ("token", "head", "col")  # the output's axes, as a failure names them
+AXES: tuple[str, ...] = ("token", "head", "col")  # the output's axes, as a failure names them
 KINDS = ("random", "large-logits")
 
 

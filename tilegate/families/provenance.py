@@ -1,4 +1,4 @@
-"""Where a adapted kernel's source comes from: an installed package at a version, or a file.
+"""Where an adapted kernel's source comes from: an installed package at a version, or a file.
 
 The sha256 of the source joins the lowering cache key, so a changed kernel is rebuilt whatever its
 version says. The file hashed is the one this process runs: the module's ``__file__`` once it is

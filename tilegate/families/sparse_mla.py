@@ -40,6 +40,7 @@ KINDS = (
     "topk-length",
 )
 FEATURE_OF = {"sink": "sink", "topk-length": "topk-length"}  # kinds that need a capability feature
+AXES: tuple[str, ...] = ("token", "head", "col")  # the output's axes, as a failure names them
 TOKENS = (1, 8, 17, 8192)
 LONG_KINDS = ("dense", "tail-padded")
 KV_ROWS = 4096

@@ -1,4 +1,4 @@
-"""How a adapted kernel's check ends, given its known findings (tilegate.families.spec.Finding).
+"""How an adapted kernel's check ends, given its known findings (tilegate.families.spec.Finding).
 
 A finding stands, and the check raises KnownFinding (the strict xfail catches only that), when
 the build breaks exactly the finding's rules and is no worse than the finding's ``worst`` figures;

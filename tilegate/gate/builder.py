@@ -2,7 +2,7 @@
 
 Two cache levels: in memory for the session (per xdist worker), and on disk across
 runs. The lowered-source key is the case's ``cache_key()`` (a registered kernel's name, shape,
-config and target; a adapted kernel's what its lowering takes, with the sha256 of its source as
+config and target; an adapted kernel's what its lowering takes, with the sha256 of its source as
 this process runs it: tilegate/families/case.py), the TileLang version and a digest of every
 kernel source file and of lowering.py: any change to a kernel factory misses the cache (so does a
 change to any other kernel file: cheap to relower, and a warm run need not build a prim_func to
@@ -38,7 +38,7 @@ from tilegate.gfx942.toolchain import find_toolchain
 
 class Buildable(Protocol):
     """What the builder takes: a registered kernel's build (tilegate.gate.registry.KernelCase)
-    or a adapted kernel's (tilegate.families.case.KernelBuild)."""
+    or an adapted kernel's (tilegate.families.case.KernelBuild)."""
 
     name: str
     target: str
@@ -122,7 +122,7 @@ class KernelBuilder:
             return cached
         prim_func, pass_configs = case.lowering_input()
         result = Lowered(*lowering.lower(prim_func, case.target, pass_configs))
-        # Keyed again, now that its sources are imported: a adapted kernel's file edited between
+        # Keyed again, now that its sources are imported: an adapted kernel's file edited between
         # the first key and its import is written under the key of what was lowered.
         path = self._entry(case)
         fields = dataclasses.asdict(result)

@@ -211,7 +211,7 @@ def check_waves_per_simd(r: IsaReading, head_dim: int) -> list[Violation]:
 
 
 def check_min_waves(r: IsaReading, want: float, what: str) -> list[Violation]:
-    """``want``: the floor (a adapted kernel's adapter declares its own); ``what`` names whose
+    """``want``: the floor (an adapted kernel's adapter declares its own); ``what`` names whose
     floor it is."""
     occ = r.occupancy
     if occ.waves_per_simd < want:
@@ -304,7 +304,7 @@ def check_without_loop(r: IsaReading, what: str, *, mfma: bool) -> list[Violatio
 def check_min_load_overlap(
     r: IsaReading, floor: float, what: str, *, mfma: bool = False
 ) -> list[Violation]:
-    """A adapted kernel's floor on load overlap (its adapter's; the gate's own kernels are held to
+    """An adapted kernel's floor on load overlap (its adapter's; the gate's own kernels are held to
     every load, check_load_overlap). ``what`` names whose floor it is. No inner loop: a violation
     (no_inner_loop)."""
     if missing := no_inner_loop(r, f"min_load_overlap {floor}", what, mfma=mfma):

@@ -134,7 +134,7 @@ def nothing_to_run(what: str):
 
 def skip_groups(reports) -> list[tuple[str, int]]:
     """Skipped test reports counted by what is missing: a reason's first clause (``no GPU``,
-    ``opt-in tier``, a adapted kernel's name), most first; the terminal summary prints these in
+    ``opt-in tier``, an adapted kernel's name), most first; the terminal summary prints these in
     place of a line per distinct reason, so the verdict is not read under a wall of skips."""
     counts: dict[str, int] = {}
     for report in reports:
